@@ -1,0 +1,480 @@
+// Package config turns the OPENSHIFT_HA_* environment into a typed,
+// validated configuration. It is pure: no file, network or process access.
+// Facts about the node (interface, address) come in through Node, and the
+// VRRP instances this node runs are computed by Config.Instances.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Defaults, as the shipped image has them.
+const (
+	DefaultConfigName       = "OpenShift-IPFailover"
+	DefaultMonitorPort      = 80
+	DefaultOffset           = 10
+	DefaultReplicaCount     = 2
+	DefaultCheckInterval    = 2
+	DefaultPreemptDelay     = 300 * time.Second
+	DefaultAdminEmail       = "root@localhost"
+	DefaultSMTPServer       = "127.0.0.1"
+	DefaultKeepalivedConfig = "/etc/keepalived/keepalived.conf"
+	DefaultMetricsAddress   = ":9650"
+	DefaultAdvertInterval   = time.Second
+)
+
+// Raw holds the variables as the environment gives them. envconfig fills
+// it; each field names its variable exactly (no split_words guessing), and
+// no field is "required" so that Parse can report every problem at once.
+// An empty value counts as unset, as it does for the shipped image's
+// ${VAR:-default}, except for the metrics address where empty means off.
+type Raw struct {
+	ConfigName      string `envconfig:"OPENSHIFT_HA_CONFIG_NAME"`
+	VirtualIPs      string `envconfig:"OPENSHIFT_HA_VIRTUAL_IPS"`
+	VIPGroups       string `envconfig:"OPENSHIFT_HA_VIP_GROUPS"`
+	Interface       string `envconfig:"OPENSHIFT_HA_NETWORK_INTERFACE"`
+	MonitorPort     string `envconfig:"OPENSHIFT_HA_MONITOR_PORT"`
+	Offset          string `envconfig:"OPENSHIFT_HA_VRRP_ID_OFFSET"`
+	Excluded        string `envconfig:"HA_EXCLUDED_VRRP_IDS"`
+	ExcludedLong    string `envconfig:"OPENSHIFT_HA_EXCLUDED_VRRP_IDS"`
+	ReplicaCount    string `envconfig:"OPENSHIFT_HA_REPLICA_COUNT"`
+	UseUnicast      string `envconfig:"OPENSHIFT_HA_USE_UNICAST"`
+	UnicastPeers    string `envconfig:"OPENSHIFT_HA_UNICAST_PEERS"`
+	IPTablesChain   string `envconfig:"OPENSHIFT_HA_IPTABLES_CHAIN"`
+	NFTablesRule    string `envconfig:"OPENSHIFT_HA_NFTABLES_RULE"`
+	CheckScript     string `envconfig:"OPENSHIFT_HA_CHECK_SCRIPT"`
+	NotifyScript    string `envconfig:"OPENSHIFT_HA_NOTIFY_SCRIPT"`
+	CheckInterval   string `envconfig:"OPENSHIFT_HA_CHECK_INTERVAL"`
+	Preemption      string `envconfig:"OPENSHIFT_HA_PREEMPTION"`
+	AdminEmails     string `envconfig:"OPENSHIFT_HA_ADMIN_EMAILS"`
+	SMTPServer      string `envconfig:"OPENSHIFT_HA_SMTP_SERVER"`
+	Selector        string `envconfig:"OPENSHIFT_HA_SELECTOR"`
+	AdvertInterval  string `envconfig:"OPENSHIFT_HA_ADVERT_INTERVAL"`
+	MetricsAddress  string `envconfig:"OPENSHIFT_HA_METRICS_ADDRESS" default:":9650"`
+	MulticastSource string `envconfig:"MULTICAST_SOURCE_IPADDRESS"`
+	UnicastSource   string `envconfig:"UNICAST_SOURCE_IPADDRESS"`
+	KeepalivedConf  string `envconfig:"KEEPALIVED_CONFIG"`
+	KeepalivedOpts  string `envconfig:"KEEPALIVED_OPTIONS"`
+}
+
+// FromEnv reads the process environment into Raw.
+func FromEnv() (Raw, error) {
+	var r Raw
+	if err := envconfig.Process("", &r); err != nil {
+		return Raw{}, fmt.Errorf("reading the environment: %w", err)
+	}
+	return r, nil
+}
+
+// Load reads the environment and parses it.
+func Load() (*Config, error) {
+	r, err := FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return Parse(r)
+}
+
+// Check says how a node decides it can serve the VIPs.
+type Check int
+
+const (
+	// CheckPort connects to the node's own address on MonitorPort.
+	CheckPort Check = iota
+	// CheckScript runs the user's script.
+	CheckScript
+	// CheckNone always passes (MonitorPort 0).
+	CheckNone
+)
+
+func (c Check) String() string {
+	return [...]string{"port", "script", "none"}[c]
+}
+
+// Preemption is keepalived's preemption line.
+type Preemption struct {
+	// Never is nopreempt: a backup never takes over from a lower master.
+	Never bool
+	// Delay is preempt_delay when Never is false.
+	Delay time.Duration
+}
+
+func (p Preemption) String() string {
+	if p.Never {
+		return "nopreempt"
+	}
+	return fmt.Sprintf("preempt_delay %d", int(p.Delay/time.Second))
+}
+
+// RouterID is a VRRP virtual_router_id, 1..255.
+type RouterID uint8
+
+// Config is the validated configuration.
+type Config struct {
+	// Name is OPENSHIFT_HA_CONFIG_NAME as given: the VRRP auth_pass.
+	Name string
+	// Scrubbed is Name with only [A-Za-z0-9_] kept, dashes made underscores:
+	// router_id and the instance names.
+	Scrubbed string
+	VIPs     []netip.Addr
+	// Groups are the VIP groups in instance order, with their router ids.
+	Groups []Group
+	// Interface is OPENSHIFT_HA_NETWORK_INTERFACE; empty means autodetect.
+	Interface     string
+	Check         Check
+	MonitorPort   uint16
+	CheckScript   string
+	CheckInterval int
+	NotifyScript  string
+	Offset        int
+	Excluded      []RouterID
+	ReplicaCount  int
+	Unicast       bool
+	UnicastPeers  []netip.Addr
+	// IPTablesChain, when set, gets the rule accepting VRRP multicast.
+	IPTablesChain string
+	NFTables      bool
+	Preemption    Preemption
+	AdminEmails   []string
+	SMTPServer    string
+	// AdvertInterval is advert_int; fractions need VRRPv3.
+	AdvertInterval    time.Duration
+	MulticastSource   netip.Addr
+	UnicastSource     netip.Addr
+	KeepalivedConfig  string
+	KeepalivedOptions string
+	// MetricsAddress is where :9650 listens; empty turns it off.
+	MetricsAddress string
+}
+
+// Group is one VRRP instance's worth of VIPs, all of one address family.
+type Group struct {
+	// Index is n in <name>_VIP_<n>, from 1, as the shipped image counts.
+	Index int
+	// Part is "" for the group as the shipped image forms it, or "v6"/"v4"
+	// for the family split off a group the shipped image would mix.
+	Part     string
+	RouterID RouterID
+	VIPs     []netip.Addr
+}
+
+// Is6 says whether the group's VIPs are IPv6.
+func (g Group) Is6() bool { return g.VIPs[0].Is6() }
+
+// problems collects one message per bad variable.
+type problems []error
+
+func (p *problems) add(name, value string, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s=%q: %s", name, value, fmt.Sprintf(format, args...)))
+}
+
+// Parse validates every variable and derives the VRRP groups. All problems
+// are returned together, one line per variable.
+func Parse(r Raw) (*Config, error) {
+	var p problems
+	c := &Config{
+		Name:              or(r.ConfigName, DefaultConfigName),
+		Interface:         r.Interface,
+		IPTablesChain:     r.IPTablesChain,
+		NFTables:          r.NFTablesRule != "",
+		CheckScript:       r.CheckScript,
+		NotifyScript:      r.NotifyScript,
+		KeepalivedConfig:  or(r.KeepalivedConf, DefaultKeepalivedConfig),
+		KeepalivedOptions: r.KeepalivedOpts,
+		MetricsAddress:    r.MetricsAddress,
+	}
+
+	if !tokenRE.MatchString(c.Name) {
+		p.add("OPENSHIFT_HA_CONFIG_NAME", c.Name, "allowed are letters, digits, '_', '-' and '.' (1 to 64 characters): it names the instances and is the VRRP password")
+	} else if c.Scrubbed = Scrub(c.Name); c.Scrubbed == "" {
+		p.add("OPENSHIFT_HA_CONFIG_NAME", c.Name, "needs at least one letter, digit, '_' or '-'")
+	}
+
+	if r.VirtualIPs == "" {
+		p = append(p, errors.New(`OPENSHIFT_HA_VIRTUAL_IPS is required: the VIPs to fail over, e.g. "192.0.2.100-102,2001:db8::10"`))
+	} else if vips, err := ParseVIPs(r.VirtualIPs); err != nil {
+		p.add("OPENSHIFT_HA_VIRTUAL_IPS", r.VirtualIPs, "%s", oneLine(err))
+	} else {
+		c.VIPs = vips
+	}
+
+	groups := intVar(&p, "OPENSHIFT_HA_VIP_GROUPS", r.VIPGroups, 0, 0, 255)
+	if c.Interface != "" && !ifaceRE.MatchString(c.Interface) {
+		p.add("OPENSHIFT_HA_NETWORK_INTERFACE", c.Interface, "not an interface name (up to 15 characters, no white space, '/' or ':')")
+	}
+	c.MonitorPort = uint16(intVar(&p, "OPENSHIFT_HA_MONITOR_PORT", r.MonitorPort, DefaultMonitorPort, 0, 65535))
+	c.Offset = intVar(&p, "OPENSHIFT_HA_VRRP_ID_OFFSET", r.Offset, DefaultOffset, 0, 254)
+	c.Excluded = excludedIDs(&p, r)
+	c.ReplicaCount = intVar(&p, "OPENSHIFT_HA_REPLICA_COUNT", r.ReplicaCount, DefaultReplicaCount, 1, 255)
+	c.CheckInterval = intVar(&p, "OPENSHIFT_HA_CHECK_INTERVAL", r.CheckInterval, DefaultCheckInterval, 1, 3600)
+
+	switch {
+	case c.CheckScript != "":
+		c.Check = CheckScript
+		scriptVar(&p, "OPENSHIFT_HA_CHECK_SCRIPT", c.CheckScript)
+	case c.MonitorPort == 0:
+		c.Check = CheckNone
+	default:
+		c.Check = CheckPort
+	}
+	if c.NotifyScript != "" {
+		scriptVar(&p, "OPENSHIFT_HA_NOTIFY_SCRIPT", c.NotifyScript)
+	}
+
+	c.Preemption = preemption(&p, r.Preemption)
+	c.AdvertInterval = advertInterval(&p, r.AdvertInterval)
+	c.Unicast, c.UnicastPeers = unicast(&p, r.UseUnicast, r.UnicastPeers)
+
+	if c.IPTablesChain != "" && !chainRE.MatchString(c.IPTablesChain) {
+		p.add("OPENSHIFT_HA_IPTABLES_CHAIN", c.IPTablesChain, "not an iptables chain name (letters, digits, '_', '-', up to 28 characters)")
+	}
+
+	c.AdminEmails = strings.Fields(or(r.AdminEmails, DefaultAdminEmail))
+	for _, e := range c.AdminEmails {
+		if !emailRE.MatchString(e) {
+			p.add("OPENSHIFT_HA_ADMIN_EMAILS", r.AdminEmails, "%q is not an e-mail address (space-separated list of user@host)", e)
+		}
+	}
+	c.SMTPServer = or(r.SMTPServer, DefaultSMTPServer)
+	if _, err := netip.ParseAddr(c.SMTPServer); err != nil && !hostRE.MatchString(c.SMTPServer) {
+		p.add("OPENSHIFT_HA_SMTP_SERVER", c.SMTPServer, "not an IP address or host name")
+	}
+
+	c.MulticastSource = addrVar(&p, "MULTICAST_SOURCE_IPADDRESS", r.MulticastSource)
+	c.UnicastSource = addrVar(&p, "UNICAST_SOURCE_IPADDRESS", r.UnicastSource)
+
+	if !strings.HasPrefix(c.KeepalivedConfig, "/") || !pathRE.MatchString(c.KeepalivedConfig) {
+		p.add("KEEPALIVED_CONFIG", c.KeepalivedConfig, "must be an absolute file path without white space or quotes")
+	}
+	if strings.ContainsAny(c.KeepalivedOptions, "\n\r") {
+		p.add("KEEPALIVED_OPTIONS", c.KeepalivedOptions, "must be one line of keepalived flags")
+	}
+	if c.MetricsAddress != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddress); err != nil || port == "" {
+			p.add("OPENSHIFT_HA_METRICS_ADDRESS", c.MetricsAddress, "must be host:port or :port (empty turns metrics off)")
+		}
+	}
+
+	if len(p) > 0 {
+		return nil, errors.Join(p...)
+	}
+
+	c.Groups = Split(c.VIPs, groups)
+	if err := assignRouterIDs(c.Groups, c.Offset, c.Excluded); err != nil {
+		return nil, err
+	}
+	if err := c.checkFamilies(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkFamilies refuses combinations keepalived cannot run: unicast
+// instances of a family no peer has, source addresses of the wrong family.
+func (c *Config) checkFamilies() error {
+	var has4, has6 bool
+	for _, v := range c.VIPs {
+		has4 = has4 || v.Is4()
+		has6 = has6 || v.Is6()
+	}
+	var p problems
+	if c.Unicast {
+		var peers4, peers6 bool
+		for _, a := range c.UnicastPeers {
+			peers4 = peers4 || a.Is4()
+			peers6 = peers6 || a.Is6()
+		}
+		if has4 && !peers4 {
+			p = append(p, fmt.Errorf("OPENSHIFT_HA_UNICAST_PEERS has no IPv4 address, but OPENSHIFT_HA_VIRTUAL_IPS has IPv4 VIPs: list every node's IPv4 address"))
+		}
+		if has6 && !peers6 {
+			p = append(p, fmt.Errorf("OPENSHIFT_HA_UNICAST_PEERS has no IPv6 address, but OPENSHIFT_HA_VIRTUAL_IPS has IPv6 VIPs: list every node's IPv6 address"))
+		}
+	}
+	for name, a := range map[string]netip.Addr{"MULTICAST_SOURCE_IPADDRESS": c.MulticastSource, "UNICAST_SOURCE_IPADDRESS": c.UnicastSource} {
+		if a.IsValid() && has4 && has6 {
+			p.add(name, a.String(), "cannot serve both IPv4 and IPv6 VIPs; leave it unset to use the node's address of each family")
+		} else if a.IsValid() && (a.Is4() && !has4 || a.Is6() && !has6) {
+			p.add(name, a.String(), "is of another address family than the VIPs")
+		}
+	}
+	return errors.Join(p...)
+}
+
+// Scrub keeps letters, digits, '_' and '-', then turns '-' into '_', as the
+// shipped image does for router_id and instance names.
+func Scrub(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+			b.WriteRune(r)
+		case r == '-':
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// CheckScriptName is the vrrp_script name: chk_<name with '-' → '_'>.
+func (c *Config) CheckScriptName() string {
+	return "chk_" + strings.ReplaceAll(c.Name, "-", "_")
+}
+
+var (
+	tokenRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,15}$`)
+	chainRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,28}$`)
+	emailRE = regexp.MustCompile(`^[A-Za-z0-9._%+=-]+@[A-Za-z0-9.-]+$`)
+	hostRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$`)
+	pathRE  = regexp.MustCompile(`^/[A-Za-z0-9_.,+=@%/-]*$`)
+	// scriptRE allows an absolute path and arguments: no quotes,
+	// backslashes, braces, comment or variable characters, no control bytes.
+	scriptRE = regexp.MustCompile(`^/[A-Za-z0-9_.,+=@%/: -]*$`)
+	advertRE = regexp.MustCompile(`^([0-9]{1,3})(?:\.([0-9]{1,2}))?$`)
+)
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+func intVar(p *problems, name, value string, def, lo, hi int) int {
+	if value == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(value))
+	if err != nil || n < lo || n > hi {
+		p.add(name, value, "must be a whole number %d..%d", lo, hi)
+		return def
+	}
+	return n
+}
+
+func addrVar(p *problems, name, value string) netip.Addr {
+	if value == "" {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(value)
+	if err != nil || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
+		p.add(name, value, "must be a unicast IP address")
+		return netip.Addr{}
+	}
+	return a
+}
+
+func scriptVar(p *problems, name, value string) {
+	if !scriptRE.MatchString(value) {
+		p.add(name, value, "must be an absolute path (optionally with plain arguments); quotes, backslashes, braces, '#', '!', '$' and line breaks are not allowed")
+	}
+}
+
+func excludedIDs(p *problems, r Raw) []RouterID {
+	name, value := "HA_EXCLUDED_VRRP_IDS", r.Excluded
+	if value == "" {
+		name, value = "OPENSHIFT_HA_EXCLUDED_VRRP_IDS", r.ExcludedLong
+	} else if r.ExcludedLong != "" && r.ExcludedLong != r.Excluded {
+		p.add("OPENSHIFT_HA_EXCLUDED_VRRP_IDS", r.ExcludedLong, "differs from HA_EXCLUDED_VRRP_IDS=%q: set one of them", r.Excluded)
+	}
+	var ids []RouterID
+	for _, f := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 255 {
+			p.add(name, value, "%q is not a router id 1..255 (list them separated by spaces or commas)", f)
+			continue
+		}
+		ids = append(ids, RouterID(n))
+	}
+	return ids
+}
+
+func preemption(p *problems, value string) Preemption {
+	if value == "" {
+		return Preemption{Delay: DefaultPreemptDelay}
+	}
+	f := strings.Fields(value)
+	switch {
+	case len(f) == 1 && f[0] == "nopreempt":
+		return Preemption{Never: true}
+	case len(f) == 2 && f[0] == "preempt_delay":
+		n, err := strconv.Atoi(f[1])
+		if err == nil && n >= 0 && n <= 1000 {
+			return Preemption{Delay: time.Duration(n) * time.Second}
+		}
+	}
+	p.add("OPENSHIFT_HA_PREEMPTION", value, `must be "nopreempt" or "preempt_delay N" with N seconds 0..1000`)
+	return Preemption{Delay: DefaultPreemptDelay}
+}
+
+func advertInterval(p *problems, value string) time.Duration {
+	if value == "" {
+		return DefaultAdvertInterval
+	}
+	m := advertRE.FindStringSubmatch(value)
+	if m != nil {
+		whole, _ := strconv.Atoi(m[1])
+		frac, _ := strconv.Atoi((m[2] + "00")[:2])
+		cs := whole*100 + frac
+		switch {
+		case frac == 0 && whole >= 1 && whole <= 255:
+			return time.Duration(whole) * time.Second
+		case frac != 0 && cs >= 1 && cs <= 4095:
+			return time.Duration(cs) * 10 * time.Millisecond
+		}
+	}
+	p.add("OPENSHIFT_HA_ADVERT_INTERVAL", value, "must be whole seconds 1..255, or a fraction 0.01..40.95 in hundredths (VRRPv3); every node must use the same value")
+	return DefaultAdvertInterval
+}
+
+func unicast(p *problems, use, peers string) (bool, []netip.Addr) {
+	var list []netip.Addr
+	for _, f := range strings.FieldsFunc(peers, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		a, err := netip.ParseAddr(f)
+		if err != nil || a.Zone() != "" || a.IsMulticast() || a.IsUnspecified() || a.IsLoopback() {
+			p.add("OPENSHIFT_HA_UNICAST_PEERS", peers, "%q is not a unicast IP address (comma-separated node addresses)", f)
+			continue
+		}
+		list = append(list, a)
+	}
+	on := len(list) > 0 // the shipped image: peers turn unicast on
+	if use != "" {
+		b, err := parseBool(use)
+		if err != nil {
+			p.add("OPENSHIFT_HA_USE_UNICAST", use, "must be true or false")
+			return false, nil
+		}
+		on = b
+		if b && peers == "" {
+			p.add("OPENSHIFT_HA_USE_UNICAST", use, "needs OPENSHIFT_HA_UNICAST_PEERS, the comma-separated addresses of every node")
+		}
+	}
+	if !on {
+		return false, nil
+	}
+	return true, list
+}
+
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean")
+}
