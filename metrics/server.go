@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,11 +50,13 @@ type Options struct {
 	// KeepalivedBinary is asked for the JSON dump signal (`keepalived --signum=JSON`).
 	// Default "keepalived" from PATH.
 	KeepalivedBinary string
+	// Signal is keepalived's JSON dump signal; 0 asks the binary once, at the first scrape.
+	Signal syscall.Signal
 	// DumpPath is keepalived's JSON dump. Default DefaultDumpPath().
 	DumpPath string
 	// DumpTimeout bounds the wait for a complete dump. Default 3s.
 	DumpTimeout time.Duration
-	// DumpMaxAge is how long a dump serves later scrapes. Default 250ms.
+	// DumpMaxAge is how long a dump serves later scrapes. Default 250ms; negative: never.
 	DumpMaxAge time.Duration
 
 	Logger *slog.Logger
@@ -90,7 +93,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &dumper{binary: o.KeepalivedBinary, path: o.DumpPath, timeout: o.DumpTimeout, maxAge: o.DumpMaxAge}
+	d := &dumper{sig: o.Signal, binary: o.KeepalivedBinary, path: o.DumpPath, timeout: o.DumpTimeout, maxAge: o.DumpMaxAge}
 	c := newCollector(o, d)
 
 	reg := prometheus.NewRegistry()

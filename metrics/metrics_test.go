@@ -1,0 +1,535 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// jsonSignal is glibc's SIGRTMIN+2, keepalived's JSON dump signal, for the fake keepalived.
+const jsonSignal = syscall.Signal(36)
+
+// process is a Keepalived whose PID and state the test sets.
+type process struct {
+	pid      atomic.Int64
+	restarts atomic.Int64
+	running  atomic.Bool
+}
+
+func newProcess(pid int) *process {
+	p := &process{}
+	p.pid.Store(int64(pid))
+	p.running.Store(pid > 0)
+	return p
+}
+
+func (p *process) PID() int      { return int(p.pid.Load()) }
+func (p *process) Restarts() int { return int(p.restarts.Load()) }
+func (p *process) Running() bool { return p.running.Load() }
+
+// addrs is an in-memory VIPLister.
+type addrs map[string][]netip.Prefix
+
+func (a addrs) List(iface string) ([]netip.Prefix, error) {
+	p, ok := a[iface]
+	if !ok {
+		return nil, errors.New("no such interface " + iface)
+	}
+	return p, nil
+}
+
+// fake is a running fake-keepalived.sh.
+type fake struct {
+	pid     int
+	dump    string
+	fixture string
+	count   string
+}
+
+// signals is how many dump signals the fake got.
+func (f *fake) signals(t testing.TB) int {
+	b, err := os.ReadFile(f.count)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "signal\n")
+}
+
+// startFake starts testdata/fake-keepalived.sh serving a copy of fixture ("ignore": nothing).
+func startFake(t testing.TB, fixture string) *fake {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fake{dump: filepath.Join(dir, "keepalived.json"), count: filepath.Join(dir, "signals"), fixture: "ignore"}
+	if fixture != "ignore" {
+		f.fixture = filepath.Join(dir, "fixture.json")
+		copyFile(t, filepath.Join("testdata", fixture), f.fixture)
+	}
+	cmd := exec.Command("testdata/fake-keepalived.sh", "36", f.fixture, f.dump, f.count)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	f.pid = cmd.Process.Pid
+	waitFor(t, "the fake keepalived's trap", func() bool {
+		_, err := os.Stat(f.count + ".ready")
+		return err == nil
+	})
+	return f
+}
+
+func copyFile(t testing.TB, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds or a generous deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testOptions(k Keepalived, dumpPath string) Options {
+	return Options{
+		Keepalived: k,
+		DumpPath:   dumpPath,
+		Signal:     jsonSignal,
+		ConfigName: "OpenShift-IPFailover",
+		Interface:  "vb",
+		Unicast:    false,
+		Preemption: "preempt_delay 300",
+		Version:    "v0.0.0-test",
+		Instances: []Instance{
+			{Name: "T_VIP_1", Interface: "vb", VRID: 51, Priority: 50, VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.100")}},
+			{Name: "T_VIP_2", Interface: "vb", VRID: 52, Priority: 40, VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.101"), netip.MustParseAddr("2001:db8::1")}},
+		},
+		VIPs: addrs{"vb": {
+			netip.MustParsePrefix("192.0.2.2/24"),
+			netip.MustParsePrefix("192.0.2.101/32"),
+		}},
+	}
+}
+
+func newServer(t testing.TB, o Options) *Server {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestParseDump(t *testing.T) {
+	full, err := os.ReadFile("testdata/two-master.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full = bytes.TrimSpace(full)
+	tests := []struct {
+		name    string
+		file    string
+		data    string
+		want    []string // name/intf/vrid/state/advert_sent
+		wantErr bool
+	}{
+		{name: "2.2.7 array", file: "two-master.json", want: []string{"T_VIP_1 va 51 2 4", "T_VIP_2 va 52 2 3"}},
+		{name: "2.2.7 backup", file: "two-backup-errors.json", want: []string{"T_VIP_1 vb 51 1 0", "T_VIP_2 vb 52 1 0"}},
+		{name: "json_version 2 object", file: "v2-layout.json", want: []string{"T_VIP_1 va 51 2 4", "T_VIP_2 va 52 2 3"}},
+		{name: "empty, just renamed", data: "", wantErr: true},
+		{name: "half written", data: string(full[:len(full)/2]), wantErr: true},
+		{name: "one byte short", data: string(full[:len(full)-1]), wantErr: true},
+		{name: "object without vrrp", data: `{"track_process":[]}`, wantErr: true},
+		{name: "not json", data: "Printing VRRP data", wantErr: true},
+		{name: "instance without name", data: `[{"data":{"vrid":1},"stats":{}}]`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := []byte(tt.data)
+			if tt.file != "" {
+				if b, err = os.ReadFile(filepath.Join("testdata", tt.file)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := parseDump(b)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("parseDump() = %v, want an error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var short []string
+			for _, in := range got {
+				short = append(short, strings.Join([]string{in.Data.Name, in.Data.Interface,
+					strconv.Itoa(in.Data.VRID), strconv.Itoa(in.Data.State), strconv.Itoa(int(in.Stats["advert_sent"]))}, " "))
+			}
+			if diff := cmp.Diff(tt.want, short); diff != "" {
+				t.Errorf("parseDump() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// gauge returns the value of the series of family name whose labels include want.
+func gauge(t testing.TB, s *Server, name string, want map[string]string) float64 {
+	t.Helper()
+	fams, err := s.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue next
+				}
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no %s%v", name, want)
+	return 0
+}
+
+// TestCollectAndCompare checks the exposition of a real keepalived 2.2.7 dump, taken through
+// the signal and file path of a fake keepalived, against keepalived_exporter's names.
+func TestCollectAndCompare(t *testing.T) {
+	f := startFake(t, "two-backup-errors.json")
+	p := newProcess(f.pid)
+	p.restarts.Store(2)
+	o := testOptions(p, f.dump)
+	o.DumpMaxAge = time.Hour
+	s := newServer(t, o)
+
+	want := `
+# HELP keepalived_up Status
+# TYPE keepalived_up gauge
+keepalived_up 1
+# HELP keepalived_vrrp_advert_interval_err Advertisement interval errors
+# TYPE keepalived_vrrp_advert_interval_err counter
+keepalived_vrrp_advert_interval_err{intf="vb",name="T_VIP_1",state="BACKUP",vrid="51"} 0
+keepalived_vrrp_advert_interval_err{intf="vb",name="T_VIP_2",state="BACKUP",vrid="52"} 0
+# HELP keepalived_vrrp_advert_rcvd Advertisements received
+# TYPE keepalived_vrrp_advert_rcvd counter
+keepalived_vrrp_advert_rcvd{intf="vb",name="T_VIP_1",state="BACKUP",vrid="51"} 11
+keepalived_vrrp_advert_rcvd{intf="vb",name="T_VIP_2",state="BACKUP",vrid="52"} 11
+# HELP keepalived_vrrp_ip_ttl_err TTL errors
+# TYPE keepalived_vrrp_ip_ttl_err counter
+keepalived_vrrp_ip_ttl_err{intf="vb",name="T_VIP_1",state="BACKUP",vrid="51"} 3
+keepalived_vrrp_ip_ttl_err{intf="vb",name="T_VIP_2",state="BACKUP",vrid="52"} 0
+# HELP keepalived_vrrp_state VRRP instance state from keepalived: 0 INIT, 1 BACKUP, 2 MASTER, 3 FAULT. One series per instance, whatever the state.
+# TYPE keepalived_vrrp_state gauge
+keepalived_vrrp_state{intf="vb",name="T_VIP_1",vrid="51"} 1
+keepalived_vrrp_state{intf="vb",name="T_VIP_2",vrid="52"} 1
+# HELP ipfailover_vip_held 1 when the kernel has this configured VIP on the interface now, else 0.
+# TYPE ipfailover_vip_held gauge
+ipfailover_vip_held{instance="T_VIP_1",intf="vb",vip="192.0.2.100"} 0
+ipfailover_vip_held{instance="T_VIP_2",intf="vb",vip="192.0.2.101"} 1
+ipfailover_vip_held{instance="T_VIP_2",intf="vb",vip="2001:db8::1"} 0
+# HELP ipfailover_keepalived_restarts_total Times keepalived was started again after it exited.
+# TYPE ipfailover_keepalived_restarts_total counter
+ipfailover_keepalived_restarts_total 2
+# HELP ipfailover_vrrp_last_transition_timestamp_seconds Time of the last VRRP state change seen for the instance, in seconds since the epoch.
+# TYPE ipfailover_vrrp_last_transition_timestamp_seconds gauge
+ipfailover_vrrp_last_transition_timestamp_seconds{intf="vb",name="T_VIP_1",vrid="51"} 1.795277130216918e+09
+ipfailover_vrrp_last_transition_timestamp_seconds{intf="vb",name="T_VIP_2",vrid="52"} 1.795277130217718e+09
+# HELP ipfailover_config_info The effective configuration; always 1.
+# TYPE ipfailover_config_info gauge
+ipfailover_config_info{config_name="OpenShift-IPFailover",instances="2",interface="vb",preemption="preempt_delay 300",vrid_range="51-52",vrrp_mode="multicast"} 1
+# HELP ipfailover_scrape_errors_total Scrapes that could not read a source: keepalived_dump or vip_list.
+# TYPE ipfailover_scrape_errors_total counter
+ipfailover_scrape_errors_total{source="keepalived_dump"} 0
+ipfailover_scrape_errors_total{source="vip_list"} 0
+`
+	names := []string{"keepalived_up", "keepalived_vrrp_advert_interval_err", "keepalived_vrrp_advert_rcvd",
+		"keepalived_vrrp_ip_ttl_err", "keepalived_vrrp_state", "ipfailover_vip_held",
+		"ipfailover_keepalived_restarts_total", "ipfailover_vrrp_last_transition_timestamp_seconds",
+		"ipfailover_config_info", "ipfailover_scrape_errors_total"}
+	if err := testutil.CollectAndCompare(s.collector, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(s.collector, "keepalived_vrrp_pri_zero_sent"); n != 2 {
+		t.Errorf("keepalived_vrrp_pri_zero_sent has %d series, want 2", n)
+	}
+	// The second collection reused the first dump.
+	if n := f.signals(t); n != 1 {
+		t.Errorf("the fake keepalived got %d dump signals, want 1", n)
+	}
+}
+
+// TestLint allows only the missing _total suffix, on the names kept for compatibility.
+func TestLint(t *testing.T) {
+	f := startFake(t, "two-master.json")
+	s := newServer(t, testOptions(newProcess(f.pid), f.dump))
+	problems, err := testutil.CollectAndLint(s.collector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "keepalived_vrrp_") && strings.Contains(p.Text, `"_total" suffix`) {
+			continue
+		}
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	// The registry as served also gathers cleanly (Go and process collectors included).
+	if _, err := testutil.GatherAndCount(s.registry); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestDumpFailure(t *testing.T) {
+	tests := []struct {
+		name       string
+		fixture    string
+		running    bool
+		wantErrors float64
+	}{
+		{name: "keepalived ignores the signal", fixture: "ignore", running: true, wantErrors: 1},
+		{name: "keepalived not running", fixture: "ignore", running: false, wantErrors: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := startFake(t, tt.fixture)
+			p := newProcess(f.pid)
+			p.running.Store(tt.running)
+			o := testOptions(p, f.dump)
+			o.DumpTimeout = 300 * time.Millisecond
+			s := newServer(t, o)
+
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+			}
+			body := rec.Body.String()
+			if n := strings.Count(body, "\nkeepalived_up "); n != 1 {
+				t.Errorf("keepalived_up appears %d times, want once:\n%s", n, body)
+			}
+			if !strings.Contains(body, "\nkeepalived_up 0\n") {
+				t.Errorf("want keepalived_up 0 in:\n%s", body)
+			}
+			if strings.Contains(body, "\nkeepalived_vrrp_") {
+				t.Errorf("keepalived_vrrp_* series without a dump:\n%s", body)
+			}
+			if !strings.Contains(body, `ipfailover_vip_held{instance="T_VIP_2",intf="vb",vip="192.0.2.101"} 1`) {
+				t.Errorf("the kernel's VIPs are missing while keepalived is down:\n%s", body)
+			}
+			if got := testutil.ToFloat64(s.collector.scrapeErrors.WithLabelValues(sourceDump)); got != tt.wantErrors {
+				t.Errorf("scrape errors = %v, want %v", got, tt.wantErrors)
+			}
+		})
+	}
+}
+
+// TestHalfWrittenDump: the fake writes half the dump, pauses, then writes it all; the scrape
+// must wait for the complete file rather than fail or report a partial list.
+func TestHalfWrittenDump(t *testing.T) {
+	f := startFake(t, "two-master.json")
+	o := testOptions(newProcess(f.pid), f.dump)
+	o.DumpMaxAge = -1
+	s := newServer(t, o)
+	for range 5 {
+		if n := testutil.CollectAndCount(s.collector, "keepalived_vrrp_advert_sent"); n != 2 {
+			t.Fatalf("keepalived_vrrp_advert_sent has %d series, want 2", n)
+		}
+	}
+	if got := testutil.ToFloat64(s.collector.scrapeErrors.WithLabelValues(sourceDump)); got != 0 {
+		t.Errorf("scrape errors = %v, want 0", got)
+	}
+}
+
+// TestFreshDump: without reuse, every scrape signals keepalived and sees the newest dump.
+func TestFreshDump(t *testing.T) {
+	f := startFake(t, "two-master.json")
+	o := testOptions(newProcess(f.pid), f.dump)
+	o.DumpMaxAge = -1
+	s := newServer(t, o)
+	if got := gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_1"}); got != StateMaster {
+		t.Fatalf("state = %v, want MASTER", got)
+	}
+	copyFile(t, "testdata/two-backup-errors.json", f.fixture)
+	if got := gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_1"}); got != StateBackup {
+		t.Fatalf("state after the fixture changed = %v, want BACKUP", got)
+	}
+	if n := f.signals(t); n != 2 {
+		t.Errorf("signals = %d, want 2", n)
+	}
+}
+
+// TestConcurrentScrapesShareOneDump: many parallel scrapes cause one signal.
+func TestConcurrentScrapesShareOneDump(t *testing.T) {
+	f := startFake(t, "two-master.json")
+	o := testOptions(newProcess(f.pid), f.dump)
+	o.DumpMaxAge = time.Hour
+	s := newServer(t, o)
+	scrapeConcurrently(t, s, 32)
+	if n := f.signals(t); n != 1 {
+		t.Errorf("32 parallel scrapes sent %d dump signals, want 1", n)
+	}
+}
+
+// scrapeConcurrently runs n parallel GET /metrics and checks each saw keepalived up.
+func scrapeConcurrently(t testing.TB, s *Server, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	bodies := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			bodies[i] = rec.Body.String()
+		})
+	}
+	wg.Wait()
+	for i, b := range bodies {
+		if !strings.Contains(b, "\nkeepalived_up 1\n") || !strings.Contains(b, `keepalived_vrrp_state{`) {
+			t.Errorf("scrape %d lacks keepalived_up 1 or the state:\n%s", i, b)
+		}
+	}
+}
+
+func get(t testing.TB, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+func TestHealthz(t *testing.T) {
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p := newProcess(cmd.Process.Pid)
+	s := newServer(t, Options{Keepalived: p})
+
+	if code, body := get(t, s.Handler(), "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz with keepalived alive: %d %q", code, body)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped yet: a zombie is not alive.
+	waitFor(t, "/healthz to report the zombie", func() bool {
+		code, body := get(t, s.Handler(), "/healthz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "zombie")
+	})
+	cmd.Wait()
+	code, body := get(t, s.Handler(), "/healthz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "gone") || strings.Count(body, "\n") != 1 {
+		t.Errorf("/healthz after the PID died: %d %q, want 503 and one line saying it is gone", code, body)
+	}
+	p.running.Store(false)
+	if code, body := get(t, s.Handler(), "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
+		t.Errorf("/healthz with keepalived stopped: %d %q", code, body)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	p := newProcess(os.Getpid())
+	s := newServer(t, Options{Keepalived: p})
+	if code, _ := get(t, s.Handler(), "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before SetReady: %d, want 503", code)
+	}
+	s.SetReady(true)
+	if code, body := get(t, s.Handler(), "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after SetReady(true): %d %q", code, body)
+	}
+	p.running.Store(false)
+	if code, _ := get(t, s.Handler(), "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with keepalived stopped: %d, want 503", code)
+	}
+	if code, body := get(t, s.Handler(), "/"); code != http.StatusOK || !strings.Contains(body, `href="/metrics"`) {
+		t.Errorf("GET /: %d %q", code, body)
+	}
+	if code, _ := get(t, s.Handler(), "/nope"); code != http.StatusNotFound {
+		t.Errorf("GET /nope: %d, want 404", code)
+	}
+}
+
+func TestServeShutsDownOnCancel(t *testing.T) {
+	s := newServer(t, Options{Keepalived: newProcess(os.Getpid())})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz over TCP: %d %q", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after cancel: %v", err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+		t.Error("the server still answers after cancel")
+	}
+}
+
+func TestListenAndServeDisabled(t *testing.T) {
+	s := newServer(t, Options{Keepalived: newProcess(0)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.ListenAndServe(ctx); err != nil {
+		t.Errorf("ListenAndServe with no address: %v, want nil at once", err)
+	}
+}
