@@ -92,55 +92,59 @@ func (t NFTable) Script() string {
 }
 
 // ParseNFTable reads the output of `nft list table FAMILY NAME`. It
-// understands chains; everything else inside the table goes to Other so that
-// it shows up as a difference.
+// understands chains; everything else inside the table (blocks included)
+// goes to Other, so that it shows up as a difference.
 func ParseNFTable(text string) (NFTable, error) {
 	var (
 		t       NFTable
 		chain   *NFChain
-		depth   int // 0 outside, 1 in the table, 2 in a chain or other block
 		inTable bool
+		done    bool
+		other   int // depth inside a block that is not a chain
 	)
 	for n, raw := range strings.Split(text, "\n") {
 		line := strings.TrimSpace(raw)
-		if line == "" {
-			continue
-		}
 		switch {
-		case depth == 0:
+		case line == "":
+		case done:
+			return NFTable{}, fmt.Errorf("line %d: %q after the end of the table", n+1, line)
+		case !inTable:
 			f := strings.Fields(line)
-			if inTable || len(f) != 4 || f[0] != "table" || f[3] != "{" {
+			if len(f) != 4 || f[0] != "table" || f[3] != "{" {
 				return NFTable{}, fmt.Errorf("line %d: want \"table FAMILY NAME {\", got %q", n+1, line)
 			}
-			t.Family, t.Name, inTable, depth = f[1], f[2], true, 1
-		case depth == 1 && line == "}":
-			depth = 0
-		case depth == 1:
-			f := strings.Fields(line)
-			if len(f) == 3 && f[0] == "chain" && f[2] == "{" {
-				t.Chains = append(t.Chains, NFChain{Name: f[1]})
-				chain = &t.Chains[len(t.Chains)-1]
-				depth = 2
-				continue
-			}
+			t.Family, t.Name, inTable = f[1], f[2], true
+		case other > 0:
 			t.Other = append(t.Other, line)
-			if strings.HasSuffix(line, "{") {
-				chain, depth = nil, 2
+			if line == "}" {
+				other--
+			} else if strings.HasSuffix(line, "{") {
+				other++
 			}
-		case depth == 2 && line == "}":
-			chain, depth = nil, 1
-		case depth == 2 && chain == nil:
-			t.Other = append(t.Other, line)
-		case depth == 2:
+		case chain != nil && line == "}":
+			chain = nil
+		case chain != nil:
 			if chain.Spec == "" && len(chain.Rules) == 0 && strings.HasPrefix(line, "type ") {
 				chain.Spec = line
 				continue
 			}
 			chain.Rules = append(chain.Rules, line)
+		case line == "}":
+			done = true
+		default:
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "chain" && f[2] == "{" {
+				t.Chains = append(t.Chains, NFChain{Name: f[1]})
+				chain = &t.Chains[len(t.Chains)-1]
+				continue
+			}
+			t.Other = append(t.Other, line)
+			if strings.HasSuffix(line, "{") {
+				other++
+			}
 		}
 	}
-	if !inTable || depth != 0 {
-		return NFTable{}, errors.New("unterminated or missing table")
+	if !done {
+		return NFTable{}, errors.New("table not terminated")
 	}
 	return t, nil
 }
