@@ -147,10 +147,11 @@ func (n *Netlink) link(name string) (netlink.Link, error) {
 }
 
 // NodeAddrs returns the node's own IPv4 and IPv6 address on iface: the first
-// primary global-unicast IPv4 address and the first global IPv6 address,
-// skipping link-local, deprecated, tentative and failed addresses and every
-// address in vips, so that a node holding a VIP does not take it for its own.
-// A family without such an address gives the zero Addr.
+// primary global-unicast IPv4 address (a secondary one only when no primary
+// qualifies) and the first global IPv6 address (a stable one before a
+// temporary one), skipping link-local, deprecated, tentative and failed
+// addresses and every address in vips, so that a node holding a VIP does not
+// take it for its own. A family without such an address gives the zero Addr.
 func (n *Netlink) NodeAddrs(iface string, vips []netip.Addr) (v4, v6 netip.Addr, err error) {
 	addrs, err := n.addrs(iface)
 	if err != nil {
