@@ -124,11 +124,13 @@ func TestRenderRefusesStructureBreakingValues(t *testing.T) {
 	// Values that config would refuse, set directly: the renderer must
 	// refuse them too rather than write a file with a changed structure.
 	for name, mutate := range map[string]func(c *config.Config, ins []config.Instance){
-		"auth_pass with a brace":    func(c *config.Config, _ []config.Instance) { c.Name = "x}\nvrrp_instance evil {" },
-		"notify with a quote":       func(c *config.Config, _ []config.Instance) { c.NotifyScript = `/x" ; rm -rf /` },
-		"interface with a newline":  func(_ *config.Config, ins []config.Instance) { ins[0].Interface = "eth0\n}" },
-		"e-mail with a comment":     func(c *config.Config, _ []config.Instance) { c.AdminEmails = []string{"a@b #"} },
-		"check script with newline": func(c *config.Config, _ []config.Instance) { c.Check, c.CheckScript = config.CheckScript, "/bin/true\n}" },
+		"auth_pass with a brace":   func(c *config.Config, _ []config.Instance) { c.Name = "x}\nvrrp_instance evil {" },
+		"notify with a quote":      func(c *config.Config, _ []config.Instance) { c.NotifyScript = `/x" ; rm -rf /` },
+		"interface with a newline": func(_ *config.Config, ins []config.Instance) { ins[0].Interface = "eth0\n}" },
+		"e-mail with a comment":    func(c *config.Config, _ []config.Instance) { c.AdminEmails = []string{"a@b #"} },
+		"check script with newline": func(c *config.Config, _ []config.Instance) {
+			c.Check, c.CheckScript = config.CheckScript, "/bin/true\n}"
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := *cfg

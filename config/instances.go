@@ -39,9 +39,12 @@ type Instance struct {
 // priority-0 handover the best backup's skew, (256-priority)/256 of the
 // advert interval, is a few hundredths of a second, not most of it.
 const (
-	maxPriority       = 254 // 255 is the address owner's
-	preferredBand     = 8   // preferred instances: 247..254
-	backupBand        = 16  // other instances: 231..246
+	maxPriority = 254 // 255 is the address owner's
+	// The bands' widths are odd so that addresses 128 apart (the shipped
+	// image's slot collision, .5 and .133) still differ; within a band,
+	// nodes whose last bytes differ by less than its width never tie.
+	preferredBand     = 7  // preferred instances: 248..254
+	backupBand        = 15 // other instances: 233..247
 	topBackupPriority = maxPriority - preferredBand
 )
 
@@ -60,7 +63,9 @@ const (
 // address (IPv6 too), never from a random number, and stay in 1..254.
 // Preferred instances alternate between two orders of that byte on odd and
 // even groups, which spreads masters between nodes that prefer the same
-// groups; backups get 231..246, varying with the group.
+// groups; backups get 233..247, varying with the group. Equal priorities
+// (last bytes a multiple of the band apart) fall back to VRRP's own rule:
+// the higher address wins.
 func (c *Config) Instances(node Node) ([]Instance, error) {
 	if node.Interface == "" {
 		return nil, fmt.Errorf("no interface for the VIPs")

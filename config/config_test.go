@@ -1,0 +1,334 @@
+package config
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+func TestParseVIPs(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   string
+		want []netip.Addr
+	}{
+		{name: "one", in: "192.0.2.1", want: addrs("192.0.2.1")},
+		{name: "last octet range", in: "10.1.1.100-102", want: addrs("10.1.1.100", "10.1.1.101", "10.1.1.102")},
+		{name: "range of one", in: "10.1.1.100-100", want: addrs("10.1.1.100")},
+		{name: "documented list", in: "1.2.3.4-6,1.2.3.9", want: addrs("1.2.3.4", "1.2.3.5", "1.2.3.6", "1.2.3.9")},
+		{name: "commas and spaces", in: "1.1.1.1, 2.2.2.2,3.3.3.3-4  4.4.4.4", want: addrs("1.1.1.1", "2.2.2.2", "3.3.3.3", "3.3.3.4", "4.4.4.4")},
+		{name: "full range", in: "192.0.2.10-192.0.2.12", want: addrs("192.0.2.10", "192.0.2.11", "192.0.2.12")},
+		{name: "ipv6 last group upper", in: "2001:DB8:1ABC::1F39-1F3B", want: addrs("2001:db8:1abc::1f39", "2001:db8:1abc::1f3a", "2001:db8:1abc::1f3b")},
+		{name: "ipv6 last group lower", in: "2001:db8::1f39-1f3b", want: addrs("2001:db8::1f39", "2001:db8::1f3a", "2001:db8::1f3b")},
+		{name: "ipv6 full range", in: "2001:db8::a-2001:db8::c", want: addrs("2001:db8::a", "2001:db8::b", "2001:db8::c")},
+		{name: "mixed", in: "192.0.2.1,2001:db8::1", want: addrs("192.0.2.1", "2001:db8::1")},
+		{name: "range to 255", in: "192.0.2.254-255", want: addrs("192.0.2.254", "192.0.2.255")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseVIPs(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseVIPsRefuses(t *testing.T) {
+	for _, tt := range []struct {
+		name, in, msg string
+	}{
+		{name: "empty", in: " , ", msg: "no address"},
+		{name: "garbage", in: "vip", msg: `"vip" is not an IP address`},
+		{name: "descending", in: "10.1.1.102-100", msg: "descends"},
+		{name: "octet overflow", in: "10.1.1.100-300", msg: "not an octet"},
+		{name: "crosses octet", in: "10.1.1.250-10.1.2.5", msg: "crosses the last octet"},
+		{name: "crosses group", in: "2001:db8::1:ffff-2001:db8::2:1", msg: "crosses the last group"},
+		{name: "group overflow", in: "2001:db8::1-10000", msg: "not a hex group"},
+		{name: "family mix in range", in: "192.0.2.1-2001:db8::1", msg: "range end"},
+		{name: "duplicate", in: "192.0.2.1,192.0.2.0-1", msg: "listed twice"},
+		{name: "cidr", in: "192.0.2.1/24", msg: "without a prefix length"},
+		{name: "multicast", in: "224.0.0.18", msg: "not a unicast address"},
+		{name: "loopback", in: "127.0.0.1", msg: "not a unicast address"},
+		{name: "unspecified", in: "::", msg: "not a unicast address"},
+		{name: "zone", in: "fe80::1%eth0", msg: "no zone"},
+		{name: "two dashes", in: "192.0.2.1-2-3", msg: "more than one dash"},
+		{name: "no end", in: "192.0.2.1-", msg: "no end"},
+		{name: "short", in: "192.0.2", msg: "not an IP address"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseVIPs(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("ParseVIPs(%q) = %v, want an error with %q", tt.in, err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse(Raw{VirtualIPs: "192.0.2.1", MetricsAddress: ":9650"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Name: "OpenShift-IPFailover", Scrubbed: "OpenShift_IPFailover",
+		VIPs:   addrs("192.0.2.1"),
+		Groups: []Group{{Index: 1, RouterID: 11, VIPs: addrs("192.0.2.1")}},
+		Check:  CheckPort, MonitorPort: 80, CheckInterval: 2, Offset: 10, ReplicaCount: 2,
+		Preemption:  Preemption{Delay: 300 * time.Second},
+		AdminEmails: []string{"root@localhost"}, SMTPServer: "127.0.0.1",
+		AdvertInterval:   time.Second,
+		KeepalivedConfig: "/etc/keepalived/keepalived.conf", MetricsAddress: ":9650",
+	}
+	if diff := cmp.Diff(want, c, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got := c.CheckScriptName(); got != "chk_OpenShift_IPFailover" {
+		t.Errorf("CheckScriptName = %q", got)
+	}
+}
+
+func TestParseEveryVariable(t *testing.T) {
+	c, err := Parse(Raw{
+		ConfigName: "web-vips.prod", VirtualIPs: "192.0.2.1-4", VIPGroups: "2",
+		Interface: "ens3", MonitorPort: "8080", Offset: "50", Excluded: "52,53",
+		ReplicaCount: "3", UnicastPeers: "192.0.2.11,192.0.2.12", IPTablesChain: "INPUT",
+		NFTablesRule: "yes", CheckScript: "/etc/keepalive/check.sh --fast", NotifyScript: "/etc/keepalive/notify.sh",
+		CheckInterval: "5", Preemption: "nopreempt", AdminEmails: "a@example.com b@example.org",
+		SMTPServer: "smtp.example.com", Selector: "anything=goes", AdvertInterval: "0.25",
+		UnicastSource: "192.0.2.11", KeepalivedConf: "/run/keepalived.conf", KeepalivedOpts: "-D",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, check := range []struct {
+		what      string
+		got, want any
+	}{
+		{"scrubbed", c.Scrubbed, "web_vipsprod"},
+		{"check script name", c.CheckScriptName(), "chk_web_vips.prod"},
+		{"groups", len(c.Groups), 2},
+		{"router ids", []RouterID{c.Groups[0].RouterID, c.Groups[1].RouterID}, []RouterID{51, 54}},
+		{"interface", c.Interface, "ens3"},
+		{"check", c.Check, CheckScript},
+		{"port", c.MonitorPort, uint16(8080)},
+		{"replicas", c.ReplicaCount, 3},
+		{"unicast", c.Unicast, true},
+		{"chain", c.IPTablesChain, "INPUT"},
+		{"nft", c.NFTables, true},
+		{"interval", c.CheckInterval, 5},
+		{"preemption", c.Preemption.String(), "nopreempt"},
+		{"emails", c.AdminEmails, []string{"a@example.com", "b@example.org"}},
+		{"smtp", c.SMTPServer, "smtp.example.com"},
+		{"advert", c.AdvertInterval, 250 * time.Millisecond},
+		{"unicast source", c.UnicastSource.String(), "192.0.2.11"},
+		{"keepalived config", c.KeepalivedConfig, "/run/keepalived.conf"},
+		{"keepalived options", c.KeepalivedOptions, "-D"},
+	} {
+		if diff := cmp.Diff(check.want, check.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", check.what, diff)
+		}
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	ok := Raw{VirtualIPs: "192.0.2.1"}
+	for _, tt := range []struct {
+		name   string
+		mutate func(r *Raw)
+		msg    string
+	}{
+		{"no vips", func(r *Raw) { r.VirtualIPs = "" }, "OPENSHIFT_HA_VIRTUAL_IPS is required"},
+		{"bad vip", func(r *Raw) { r.VirtualIPs = "192.0.2.300" }, `OPENSHIFT_HA_VIRTUAL_IPS="192.0.2.300"`},
+		{"name with newline", func(r *Raw) { r.ConfigName = "a\n}" }, `OPENSHIFT_HA_CONFIG_NAME="a\n}"`},
+		{"name with brace", func(r *Raw) { r.ConfigName = "a{b" }, "OPENSHIFT_HA_CONFIG_NAME"},
+		{"name with space", func(r *Raw) { r.ConfigName = "my failover" }, "OPENSHIFT_HA_CONFIG_NAME"},
+		{"name only dots", func(r *Raw) { r.ConfigName = "..." }, "needs at least one letter"},
+		{"groups negative", func(r *Raw) { r.VIPGroups = "-1" }, `OPENSHIFT_HA_VIP_GROUPS="-1": must be a whole number 0..255`},
+		{"groups text", func(r *Raw) { r.VIPGroups = "three" }, "OPENSHIFT_HA_VIP_GROUPS"},
+		{"interface injection", func(r *Raw) { r.Interface = "eth0}" }, "OPENSHIFT_HA_NETWORK_INTERFACE"},
+		{"interface too long", func(r *Raw) { r.Interface = "abcdefghijklmnop" }, "OPENSHIFT_HA_NETWORK_INTERFACE"},
+		{"port too big", func(r *Raw) { r.MonitorPort = "70000" }, `OPENSHIFT_HA_MONITOR_PORT="70000": must be a whole number 0..65535`},
+		{"port text", func(r *Raw) { r.MonitorPort = "80a" }, "OPENSHIFT_HA_MONITOR_PORT"},
+		{"offset too big", func(r *Raw) { r.Offset = "300" }, `OPENSHIFT_HA_VRRP_ID_OFFSET="300": must be a whole number 0..254`},
+		{"offset negative", func(r *Raw) { r.Offset = "-1" }, "OPENSHIFT_HA_VRRP_ID_OFFSET"},
+		{"excluded zero", func(r *Raw) { r.Excluded = "0" }, "HA_EXCLUDED_VRRP_IDS"},
+		{"excluded text", func(r *Raw) { r.ExcludedLong = "12 x" }, "OPENSHIFT_HA_EXCLUDED_VRRP_IDS"},
+		{"excluded disagree", func(r *Raw) { r.Excluded, r.ExcludedLong = "1", "2" }, "set one of them"},
+		{"replicas zero", func(r *Raw) { r.ReplicaCount = "0" }, "OPENSHIFT_HA_REPLICA_COUNT"},
+		{"unicast bool", func(r *Raw) { r.UseUnicast = "maybe" }, "OPENSHIFT_HA_USE_UNICAST"},
+		{"unicast without peers", func(r *Raw) { r.UseUnicast = "true" }, "needs OPENSHIFT_HA_UNICAST_PEERS"},
+		{"peer garbage", func(r *Raw) { r.UnicastPeers = "192.0.2.11,nope" }, "OPENSHIFT_HA_UNICAST_PEERS"},
+		{"peer injection", func(r *Raw) { r.UnicastPeers = "192.0.2.11\n}" }, "OPENSHIFT_HA_UNICAST_PEERS"},
+		{"peers of other family", func(r *Raw) { r.UnicastPeers = "2001:db8::1" }, "has no IPv4 address"},
+		{"chain injection", func(r *Raw) { r.IPTablesChain = "INPUT -j DROP" }, "OPENSHIFT_HA_IPTABLES_CHAIN"},
+		{"check script relative", func(r *Raw) { r.CheckScript = "check.sh" }, "OPENSHIFT_HA_CHECK_SCRIPT"},
+		{"check script quote", func(r *Raw) { r.CheckScript = `/x.sh"` }, "OPENSHIFT_HA_CHECK_SCRIPT"},
+		{"check script newline", func(r *Raw) { r.CheckScript = "/x.sh\n}" }, "OPENSHIFT_HA_CHECK_SCRIPT"},
+		{"check script comment", func(r *Raw) { r.CheckScript = "/x.sh #" }, "OPENSHIFT_HA_CHECK_SCRIPT"},
+		{"notify script bang", func(r *Raw) { r.NotifyScript = "/x.sh!" }, "OPENSHIFT_HA_NOTIFY_SCRIPT"},
+		{"notify script dollar", func(r *Raw) { r.NotifyScript = "/x.sh $HOME" }, "OPENSHIFT_HA_NOTIFY_SCRIPT"},
+		{"interval zero", func(r *Raw) { r.CheckInterval = "0" }, "OPENSHIFT_HA_CHECK_INTERVAL"},
+		{"preemption typo", func(r *Raw) { r.Preemption = "preempt_delay" }, `OPENSHIFT_HA_PREEMPTION="preempt_delay"`},
+		{"preemption other", func(r *Raw) { r.Preemption = "preempt" }, "OPENSHIFT_HA_PREEMPTION"},
+		{"preemption big", func(r *Raw) { r.Preemption = "preempt_delay 5000" }, "OPENSHIFT_HA_PREEMPTION"},
+		{"email injection", func(r *Raw) { r.AdminEmails = "a@b}" }, "OPENSHIFT_HA_ADMIN_EMAILS"},
+		{"email not one", func(r *Raw) { r.AdminEmails = "root" }, "OPENSHIFT_HA_ADMIN_EMAILS"},
+		{"smtp injection", func(r *Raw) { r.SMTPServer = "1.2.3.4 }" }, "OPENSHIFT_HA_SMTP_SERVER"},
+		{"advert zero", func(r *Raw) { r.AdvertInterval = "0" }, "OPENSHIFT_HA_ADVERT_INTERVAL"},
+		{"advert thousandths", func(r *Raw) { r.AdvertInterval = "0.005" }, "OPENSHIFT_HA_ADVERT_INTERVAL"},
+		{"advert too big", func(r *Raw) { r.AdvertInterval = "256" }, "OPENSHIFT_HA_ADVERT_INTERVAL"},
+		{"mcast source garbage", func(r *Raw) { r.MulticastSource = "x" }, "MULTICAST_SOURCE_IPADDRESS"},
+		{"unicast source family", func(r *Raw) { r.UnicastSource = "2001:db8::1" }, "UNICAST_SOURCE_IPADDRESS"},
+		{"keepalived config relative", func(r *Raw) { r.KeepalivedConf = "k.conf" }, "KEEPALIVED_CONFIG"},
+		{"keepalived options newline", func(r *Raw) { r.KeepalivedOpts = "-D\n-x" }, "KEEPALIVED_OPTIONS"},
+		{"metrics address", func(r *Raw) { r.MetricsAddress = "9650" }, "OPENSHIFT_HA_METRICS_ADDRESS"},
+		{"too many ids", func(r *Raw) { r.VirtualIPs, r.Offset = "192.0.2.1-20", "240" }, "20 VRRP instances need router ids up to 260"},
+		{"too many ids with exclusions", func(r *Raw) { r.VirtualIPs, r.Offset, r.Excluded = "192.0.2.1-6", "249", "250" }, "5 instances fit"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ok
+			tt.mutate(&r)
+			_, err := Parse(r)
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("Parse = %v, want an error with %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	_, err := Parse(Raw{VirtualIPs: "nope", MonitorPort: "x", Offset: "999", Preemption: "never"})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, name := range []string{"OPENSHIFT_HA_VIRTUAL_IPS", "OPENSHIFT_HA_MONITOR_PORT", "OPENSHIFT_HA_VRRP_ID_OFFSET", "OPENSHIFT_HA_PREEMPTION"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s:\n%v", name, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 4 {
+		t.Errorf("want one line per bad variable (4), got %d:\n%v", n, err)
+	}
+}
+
+func TestUnicastUnlessExplicitlyOff(t *testing.T) {
+	for _, tt := range []struct {
+		use, peers string
+		want       bool
+	}{
+		{"", "192.0.2.11", true}, // the shipped image: peers turn it on
+		{"", "", false},
+		{"false", "192.0.2.11", false},
+		{"true", "192.0.2.11", true},
+	} {
+		c, err := Parse(Raw{VirtualIPs: "192.0.2.1", UseUnicast: tt.use, UnicastPeers: tt.peers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Unicast != tt.want {
+			t.Errorf("USE_UNICAST=%q PEERS=%q: unicast %v, want %v", tt.use, tt.peers, c.Unicast, tt.want)
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	sizes := func(gs []Group) []int {
+		var out []int
+		for _, g := range gs {
+			out = append(out, len(g.VIPs))
+		}
+		return out
+	}
+	seven, _ := ParseVIPs("192.0.2.1-7")
+	for _, tt := range []struct {
+		name   string
+		vips   []netip.Addr
+		groups int
+		want   []int
+	}{
+		{"one per vip", seven, 0, []int{1, 1, 1, 1, 1, 1, 1}},
+		{"7 in 3", seven, 3, []int{3, 2, 2}},
+		{"7 in 1", seven, 1, []int{7}},
+		{"7 in 7", seven, 7, []int{1, 1, 1, 1, 1, 1, 1}},
+		{"7 in 10", seven, 10, []int{1, 1, 1, 1, 1, 1, 1}},
+		{"mixed split", addrs("192.0.2.1", "2001:db8::1", "192.0.2.2"), 1, []int{2, 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, sizes(Split(tt.vips, tt.groups))); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRouterIDs(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		raw      Raw
+		want     []RouterID
+		wantPart []string
+	}{
+		{name: "default offset", raw: Raw{VirtualIPs: "192.0.2.1-3"}, want: []RouterID{11, 12, 13}},
+		{name: "offset 0", raw: Raw{VirtualIPs: "192.0.2.1-3", Offset: "0"}, want: []RouterID{1, 2, 3}},
+		{name: "documented exclusion", raw: Raw{VirtualIPs: "192.0.2.1-5", Offset: "50", Excluded: "52 53"}, want: []RouterID{51, 54, 55, 56, 57}},
+		{name: "exclusion commas", raw: Raw{VirtualIPs: "192.0.2.1-3", ExcludedLong: "11,13"}, want: []RouterID{12, 14, 15}},
+		{name: "last id 255", raw: Raw{VirtualIPs: "192.0.2.1-5", Offset: "250"}, want: []RouterID{251, 252, 253, 254, 255}},
+		{name: "split parts share the id", raw: Raw{VirtualIPs: "192.0.2.1,2001:db8::1,192.0.2.2,2001:db8::2", VIPGroups: "2"},
+			want: []RouterID{11, 11, 12, 12}, wantPart: []string{"", "v6", "", "v6"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(tt.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []RouterID
+			var parts []string
+			for _, g := range c.Groups {
+				got = append(got, g.RouterID)
+				parts = append(parts, g.Part)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("router ids (-want +got):\n%s", diff)
+			}
+			if tt.wantPart != nil {
+				if diff := cmp.Diff(tt.wantPart, parts); diff != "" {
+					t.Errorf("parts (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestOnPremRouterIDs(t *testing.T) {
+	for _, tt := range []struct {
+		cluster      string
+		api, ingress RouterID
+	}{
+		// A vSphere IPI cluster named "vmware" renders virtual_router_id
+		// 109 (API) and 124 (Ingress) in its keepalived.conf.
+		{"vmware", 109, 124},
+	} {
+		api, ingress := OnPremRouterIDs(tt.cluster)
+		if api != tt.api || ingress != tt.ingress || api == ingress {
+			t.Errorf("OnPremRouterIDs(%q) = %d, %d; want %d, %d", tt.cluster, api, ingress, tt.api, tt.ingress)
+		}
+	}
+	// fletcher8 of "abc": a = 97%15=7, b=7; a=(7+98)%15=0, b=7; a=(0+99)%15=9, b=(7+9)%15=1 → 0x19.
+	if got := fletcher8("abc"); got != 0x19 {
+		t.Errorf("fletcher8(abc) = %#x, want 0x19", got)
+	}
+}
