@@ -60,7 +60,10 @@ func (e *NoSuchInterfaceError) Error() string {
 //
 // Addresses are deleted in the reverse of the listed order: the kernel lists
 // an IPv4 subnet's primary address before its secondaries, and deleting a
-// primary first would take its secondaries with it.
+// primary first would take its secondaries with it. A VIP added by hand can
+// still be the primary of an address that is not a VIP (the node's own,
+// added after it); the kernel drops that address with the VIP unless
+// promote_secondaries is set, and ReleaseVIPs puts it back.
 func ReleaseVIPs(a Addrs, iface string, vips []netip.Addr) ([]netip.Prefix, error) {
 	listed, err := a.List(iface)
 	if err != nil {
@@ -86,7 +89,42 @@ func ReleaseVIPs(a Addrs, iface string, vips []netip.Addr) ([]netip.Prefix, erro
 		}
 	}
 	slices.Reverse(removed)
+	errs = append(errs, restoreSecondaries(a, iface, listed, want, removed)...)
 	return removed, errors.Join(errs...)
+}
+
+// restoreSecondaries puts back the addresses that were not VIPs but went
+// away with a deleted VIP: without promote_secondaries the kernel deletes an
+// IPv4 subnet's secondaries with its primary, and a VIP added by hand with a
+// subnet's prefix length can be the primary of the node's own address.
+func restoreSecondaries(a Addrs, iface string, listed []netip.Prefix, vips map[netip.Addr]struct{}, removed []netip.Prefix) []error {
+	var risky []netip.Prefix
+	for _, p := range removed {
+		if p.Addr().Is4() && p.Bits() < 32 {
+			risky = append(risky, p)
+		}
+	}
+	if len(risky) == 0 {
+		return nil
+	}
+	now, err := a.List(iface)
+	if err != nil {
+		return []error{fmt.Errorf("listing addresses of %s after deleting VIPs: %w", iface, err)}
+	}
+	var errs []error
+	for _, q := range listed {
+		if _, ok := vips[q.Addr().Unmap()]; ok || slices.Contains(now, q) {
+			continue
+		}
+		i := slices.IndexFunc(risky, func(p netip.Prefix) bool { return p.Bits() == q.Bits() && p.Masked() == q.Masked() })
+		if i < 0 {
+			continue
+		}
+		if err := a.Add(iface, q); err != nil && !errors.Is(err, ErrAddrExists) {
+			errs = append(errs, fmt.Errorf("deleting VIP %s from %s took %s with it, and putting it back failed: %w", risky[i], iface, q, err))
+		}
+	}
+	return errs
 }
 
 // HeldVIPs returns the VIPs among vips that are on iface now, in the order of

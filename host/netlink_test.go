@@ -387,3 +387,30 @@ func currentNamespaceChild(t *testing.T) {
 		t.Errorf("NodeAddrs(ipf0) = %v, %v; want 192.0.2.2", v4, err)
 	}
 }
+
+// TestReleaseVIPsKeepsNodeAddress: a VIP added by hand before the node's
+// own address in the same subnet is that subnet's primary, and the kernel
+// deletes the node's address with it; ReleaseVIPs must leave the node its
+// address.
+func TestReleaseVIPsKeepsNodeAddress(t *testing.T) {
+	n := newNS(t)
+	n.veth(t, "ipf0", "ipf0p", false)          // no carrier: no IPv6 link-local address
+	n.addr(t, "ipf0", "198.51.100.10/24", nil) // the VIP, primary
+	n.addr(t, "ipf0", "198.51.100.2/24", nil)  // the node, secondary
+	n.addr(t, "ipf0", "198.51.100.3/24", nil)  // another of the node's
+
+	removed, err := host.ReleaseVIPs(n.nl, "ipf0", addrs("198.51.100.10"))
+	if err != nil {
+		t.Fatalf("ReleaseVIPs: %v", err)
+	}
+	if diff := cmp.Diff(prefixes("198.51.100.10/24"), removed, cmpPrefixes); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	left, err := n.nl.List("ipf0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(prefixes("198.51.100.2/24", "198.51.100.3/24"), left, cmpPrefixes); diff != "" {
+		t.Errorf("left on ipf0 (-want +got):\n%s", diff)
+	}
+}
