@@ -208,7 +208,8 @@ func (c *collector) collectKeepalived(ch chan<- prometheus.Metric) {
 		d   *dump
 		err error
 	)
-	if !c.keepalived.Running() {
+	// A stopped, vanished or zombie keepalived gets no signal: it cannot answer.
+	if alive(c.keepalived) != nil {
 		err = errNotRunning
 	} else {
 		d, err = c.dumper.get(c.keepalived.PID())
