@@ -243,6 +243,16 @@ func (c *collector) collectKeepalived(ch chan<- prometheus.Metric) {
 func (c *collector) observe(d *dump) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	current := make(map[string]bool, len(d.instances))
+	for _, in := range d.instances {
+		current[in.Data.Name] = true
+	}
+	// An instance that a reload removed has no transitions any more.
+	for name := range c.transitions {
+		if !current[name] {
+			delete(c.transitions, name)
+		}
+	}
 	for _, in := range d.instances {
 		prev, seen := c.transitions[in.Data.Name]
 		at := in.Data.LastTransition
