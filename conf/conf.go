@@ -76,7 +76,7 @@ func CheckCommand(c *config.Config, node config.Node) string {
 	case config.CheckScript:
 		return c.CheckScript
 	case config.CheckNone:
-		return "true"
+		return "/bin/true"
 	}
 	addr := node.Addr4
 	if !addr.IsValid() {

@@ -60,6 +60,9 @@ func parseVIPEntry(entry string) ([]netip.Addr, error) {
 	}
 	first, last, isRange := strings.Cut(entry, "-")
 	start, err := parseVIPAddr(first)
+	if err != nil && !isRange {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", entry, err)
 	}

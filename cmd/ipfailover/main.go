@@ -1,0 +1,94 @@
+// Command ipfailover is the entrypoint of the keepalived IP failover
+// image: it turns OPENSHIFT_HA_* settings into a supervised keepalived.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/ipfailover/ipfailover/failover"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: ipfailover [command]
+
+commands:
+  run              configure the host and supervise keepalived (the default)
+  render           print the keepalived.conf this node would run, change nothing
+  remove-failover  stop keepalived, remove the firewall rule, release the VIPs
+  vr-ids NAME      print the router ids of an OpenShift on-prem IPI cluster
+  version          print the version
+
+Settings come from OPENSHIFT_HA_* variables; see the README.
+`
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	os.Exit(exitCode(log, run(log, os.Args[1:])))
+}
+
+func run(log *slog.Logger, args []string) error {
+	cmd := "run"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		log.Info("starting", "version", version, "pid", os.Getpid())
+		return failover.Run(ctx, failover.Options{Logger: log, Stdout: os.Stdout, Stderr: os.Stderr, Version: version, Reload: hup})
+	case "render":
+		return failover.Render(os.Stdout)
+	case "remove-failover":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return failover.RemoveFailover(ctx, os.Stdout)
+	case "vr-ids":
+		if len(args) != 1 {
+			return &failover.ConfigError{Err: fmt.Errorf("usage: ipfailover vr-ids CLUSTER_NAME")}
+		}
+		return failover.VRIDs(os.Stdout, args[0])
+	case "version":
+		fmt.Printf("ipfailover %s (%s)\n", version, runtime.Version())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return nil
+	}
+	return &failover.ConfigError{Err: fmt.Errorf("unknown command %q\n%s", cmd, usage)}
+}
+
+// exitCode is 0 on success, 2 for bad configuration, 1 otherwise.
+func exitCode(log *slog.Logger, err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case failover.IsConfigError(err):
+		fmt.Fprintf(os.Stderr, "ipfailover: invalid configuration:\n%s\n", indent(err.Error()))
+		return 2
+	default:
+		log.Error("failed", "error", err)
+		return 1
+	}
+}
+
+func indent(s string) string {
+	out := "  "
+	for _, r := range s {
+		out += string(r)
+		if r == '\n' {
+			out += "  "
+		}
+	}
+	return out
+}
