@@ -1,0 +1,290 @@
+// Package lab builds a small cluster of network namespaces for tests, the
+// demo and the benchmarks: a bridge in its own namespace, N nodes each with
+// an eth0 on that bridge, and a client namespace from which VIPs are probed.
+//
+// Addresses (all TEST-NET):
+//
+//	bridge (gateway)  192.0.2.1     2001:db8::1
+//	node i (1-based)  192.0.2.10+i  2001:db8::10+i (hex)
+//	client            192.0.2.254   2001:db8::fe
+//
+// Every node has a default route via the gateway, so a program that looks
+// for the interface of the default route finds eth0. Namespace names carry a
+// random suffix, so clusters built in parallel never collide. A Cluster needs
+// root; it never touches the root network namespace.
+//
+// A Cluster is used from Go tests and from plain programs alike: it logs to
+// a *slog.Logger and reports errors, it never calls testing functions.
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Addresses of the lab network.
+var (
+	Prefix4  = netip.MustParsePrefix("192.0.2.0/24")
+	Prefix6  = netip.MustParsePrefix("2001:db8::/64")
+	Gateway4 = netip.MustParseAddr("192.0.2.1")
+	Gateway6 = netip.MustParseAddr("2001:db8::1")
+	Client4  = netip.MustParseAddr("192.0.2.254")
+	Client6  = netip.MustParseAddr("2001:db8::fe")
+)
+
+// NetnsPrefix starts the name of every network namespace a Cluster makes.
+const NetnsPrefix = "lab-"
+
+// Options shape a Cluster. The zero value is a 3-node cluster that logs
+// nothing.
+type Options struct {
+	// Nodes is the number of nodes, 1..100; 0 means 3.
+	Nodes int
+	// Logger receives one line per step; nil discards.
+	Logger *slog.Logger
+}
+
+// Cluster is a bridge, its nodes and a client, each in its own network
+// namespace.
+type Cluster struct {
+	// Name is the random suffix shared by all namespaces of the cluster.
+	Name string
+	// Nodes are the nodes, Nodes[0] is "node1" with address .11.
+	Nodes []*Node
+	// Client is the namespace tests probe from. Start works there too,
+	// but it is meant for Dial, HTTPClient and Exec.
+	Client *Node
+
+	bridgeNetns string
+	log         *slog.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New builds a cluster. On error it removes whatever it made.
+func New(ctx context.Context, opts Options) (*Cluster, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("lab: building namespaces needs root")
+	}
+	n := opts.Nodes
+	if n == 0 {
+		n = 3
+	}
+	if n < 1 || n > 100 {
+		return nil, fmt.Errorf("lab: %d nodes: must be 1..100", n)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, fmt.Errorf("lab: random name: %w", err)
+	}
+	c := &Cluster{
+		Name: hex.EncodeToString(suffix),
+		log:  log,
+	}
+	c.log = log.With("cluster", c.Name)
+	c.bridgeNetns = NetnsPrefix + c.Name + "-br"
+	for i := 1; i <= n; i++ {
+		c.Nodes = append(c.Nodes, &Node{
+			Name:    fmt.Sprintf("node%d", i),
+			Netns:   fmt.Sprintf("%s%s-n%d", NetnsPrefix, c.Name, i),
+			Addr4:   netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)}),
+			Addr6:   addr6(byte(0x10 + i)),
+			cluster: c,
+		})
+	}
+	c.Client = &Node{
+		Name:    "client",
+		Netns:   NetnsPrefix + c.Name + "-cl",
+		Addr4:   Client4,
+		Addr6:   Client6,
+		cluster: c,
+	}
+	if err := c.build(ctx); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	c.log.Info("cluster ready", "nodes", n, "bridge_netns", c.bridgeNetns)
+	return c, nil
+}
+
+func addr6(last byte) netip.Addr {
+	a := Prefix6.Addr().As16()
+	a[15] = last
+	return netip.AddrFrom16(a)
+}
+
+// Node returns the node called name ("node1"...), or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) build(ctx context.Context) error {
+	// Sysctls before the veths appear, so new interfaces inherit them:
+	// no DAD delay on IPv6 (VRRPv3 speaks from the link-local address) and
+	// IPv6 addresses kept on link down, as IPv4 ones are (Crash relies on it).
+	sysctls := []string{
+		"net.ipv6.conf.default.accept_dad=0",
+		"net.ipv6.conf.all.accept_dad=0",
+		"net.ipv6.conf.default.keep_addr_on_down=1",
+		"net.ipv6.conf.all.keep_addr_on_down=1",
+	}
+	steps := [][]string{
+		{"ip", "netns", "add", c.bridgeNetns},
+		append([]string{"ip", "netns", "exec", c.bridgeNetns, "sysctl", "-q", "-w"}, sysctls...),
+		{"ip", "-n", c.bridgeNetns, "link", "set", "lo", "up"},
+		// Multicast snooping off: VRRP adverts (224.0.0.18, ff02::12)
+		// must reach every port.
+		{"ip", "-n", c.bridgeNetns, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0", "stp_state", "0", "forward_delay", "0"},
+		{"ip", "-n", c.bridgeNetns, "addr", "add", Gateway4.String() + "/24", "dev", "br0"},
+		{"ip", "-n", c.bridgeNetns, "addr", "add", Gateway6.String() + "/64", "dev", "br0", "nodad"},
+		{"ip", "-n", c.bridgeNetns, "link", "set", "br0", "up"},
+	}
+	for i, n := range append(append([]*Node{}, c.Nodes...), c.Client) {
+		port := fmt.Sprintf("p%d", i+1)
+		if n == c.Client {
+			port = "pcl"
+		}
+		steps = append(steps,
+			[]string{"ip", "netns", "add", n.Netns},
+			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, sysctls...),
+			[]string{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
+			[]string{"ip", "-n", c.bridgeNetns, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
+			[]string{"ip", "-n", c.bridgeNetns, "link", "set", port, "master", "br0", "up"},
+			[]string{"ip", "-n", n.Netns, "addr", "add", n.Addr4.String() + "/24", "dev", "eth0"},
+			[]string{"ip", "-n", n.Netns, "addr", "add", n.Addr6.String() + "/64", "dev", "eth0", "nodad"},
+			[]string{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
+		)
+		steps = append(steps, n.routeSteps()...)
+	}
+	for _, argv := range steps {
+		if err := run(ctx, argv); err != nil {
+			return err
+		}
+	}
+	for _, n := range append(append([]*Node{}, c.Nodes...), c.Client) {
+		if err := n.openHandle(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close kills every process the cluster started and deletes its
+// namespaces (which takes the veths and the bridge with them). The mount
+// namespaces of started processes die with their processes. Close is
+// idempotent and safe to call on a half-built cluster.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() {
+		var errs []error
+		all := append(append([]*Node{}, c.Nodes...), c.Client)
+		for _, n := range all {
+			n.killAll()
+		}
+		for _, n := range all {
+			n.closeHandle()
+		}
+		for _, name := range c.netnsNames() {
+			if _, err := os.Stat("/run/netns/" + name); errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := run(ctx, []string{"ip", "netns", "del", name}); err != nil {
+				errs = append(errs, err)
+			}
+			cancel()
+		}
+		c.closeErr = errors.Join(errs...)
+		c.log.Info("cluster removed", "error", c.closeErr)
+	})
+	return c.closeErr
+}
+
+func (c *Cluster) netnsNames() []string {
+	names := []string{}
+	for _, n := range c.Nodes {
+		names = append(names, n.Netns)
+	}
+	return append(names, c.Client.Netns, c.bridgeNetns)
+}
+
+// Leftovers lists the network namespaces of this cluster that still exist;
+// after Close it should be empty.
+func (c *Cluster) Leftovers() ([]string, error) {
+	entries, err := os.ReadDir("/run/netns")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), NetnsPrefix+c.Name+"-") {
+			left = append(left, e.Name())
+		}
+	}
+	return left, nil
+}
+
+// run runs a host command and returns an error quoting its output.
+func run(ctx context.Context, argv []string) error {
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Output is an io.Writer that keeps everything written to it and copies it
+// to an optional writer (nil: keep only). Safe for concurrent use.
+type Output struct {
+	mu   sync.Mutex
+	buf  []byte
+	copy io.Writer
+}
+
+// NewOutput returns an Output that also copies to w (may be nil).
+func NewOutput(w io.Writer) *Output { return &Output{copy: w} }
+
+// Write implements io.Writer.
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buf = append(o.buf, p...)
+	if o.copy != nil {
+		_, _ = o.copy.Write(p)
+	}
+	return len(p), nil
+}
+
+// String returns everything written so far.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return string(o.buf)
+}
+
+// Count returns how many times s occurs in what was written so far.
+func (o *Output) Count(s string) int {
+	return strings.Count(o.String(), s)
+}

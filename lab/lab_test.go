@@ -1,0 +1,280 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func newCluster(t *testing.T) *Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("lab builds network namespaces: needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := New(ctx, Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestPingAndClose(t *testing.T) {
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Skip("ping not installed")
+	}
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	for _, from := range append(c.Nodes, c.Client) {
+		for _, to := range c.Nodes {
+			if from == to {
+				continue
+			}
+			for _, addr := range []netip.Addr{to.Addr4, to.Addr6} {
+				if out, err := from.Exec(ctx, "ping", "-c1", "-W5", addr.String()); err != nil {
+					t.Errorf("%s -> %s %s: %v\n%s", from.Name, to.Name, addr, err, out)
+				}
+			}
+		}
+	}
+	route, err := c.Nodes[0].Exec(ctx, "ip", "route", "show", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(route), "via 192.0.2.1 dev eth0") {
+		t.Errorf("node1 default route = %q, want via 192.0.2.1 dev eth0", route)
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	left, err := c.Leftovers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("namespaces left after Close: %v", left)
+	}
+}
+
+func TestStartIsAContainer(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := c.Nodes[1]
+
+	out := NewOutput(nil)
+	// PID 1 ignores signals it does not handle, so trap TERM; leave a
+	// zombie behind (a child whose parent exits is reparented to PID 1,
+	// which here never waits).
+	script := `trap 'exit 7' TERM
+echo pid=$$
+grep -c ' /run tmpfs ' /proc/self/mounts
+ip -o -4 addr show dev eth0
+touch /run/marker /etc/keepalived/marker
+while :; do sleep 0.1; done`
+	p, err := n.Start(ctx, []string{"bash", "-c", script}, []string{"FOO=bar"}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "marker in /run", func() bool {
+		_, err := p.ReadFile("/run/marker")
+		return err == nil
+	})
+	if got := out.String(); !strings.Contains(got, "pid=1\n") || !strings.Contains(got, "192.0.2.12/24") {
+		t.Errorf("output = %q, want pid=1 and node2's address", got)
+	}
+	if _, err := os.Stat("/run/marker"); err == nil {
+		t.Error("/run/marker leaked to the host")
+	}
+	if _, err := os.Stat("/etc/keepalived/marker"); err == nil {
+		t.Error("/etc/keepalived/marker leaked to the host")
+	}
+
+	ps, err := p.Procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) == 0 || ps[0].Pid != p.Pid || ps[0].NSPid != 1 {
+		t.Errorf("Procs = %+v, want the command first, with NSPid 1", ps)
+	}
+	if got, err := p.Exec(ctx, "cat", "/proc/1/comm"); err != nil || strings.TrimSpace(string(got)) != "bash" {
+		t.Errorf("Exec in the namespaces: %q, %v; want bash", got, err)
+	}
+
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, err := p.Wait(ctx)
+	if err != nil || code != 7 {
+		t.Errorf("Wait = %d, %v; want 7", code, err)
+	}
+}
+
+func TestZombiesAreSeen(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The background sleep stays a child of PID 1, which becomes the
+	// exec'd "sleep 60" that never waits: a zombie.
+	p, err := c.Nodes[0].Start(ctx, []string{"sh", "-c", "sleep 0.2 & exec sleep 60"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "a zombie", func() bool {
+		z, err := p.Zombies()
+		return err == nil && len(z) == 1
+	})
+	if err := c.Nodes[0].Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(ctx); err != nil || code != 128+9 {
+		t.Errorf("after Crash, Wait = %d, %v; want 137", code, err)
+	}
+	if up, err := c.Nodes[0].Up(); err != nil || up {
+		t.Errorf("after Crash, Up = %v, %v", up, err)
+	}
+	if has, err := c.Nodes[0].Has(c.Nodes[0].Addr6); err != nil || !has {
+		t.Errorf("after Crash the IPv6 address should stay: %v, %v", has, err)
+	}
+	if err := c.Nodes[0].Rejoin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Client.Exec(ctx, "ping", "-c1", "-W5", c.Nodes[0].Addr6.String()); err != nil {
+		t.Errorf("after Rejoin: %v\n%s", err, out)
+	}
+	if out, err := c.Nodes[0].Exec(ctx, "ping", "-c1", "-W5", Gateway4.String()); err != nil {
+		t.Errorf("after Rejoin, default route: %v\n%s", err, out)
+	}
+}
+
+const keepalivedConf = `global_defs {
+    router_id lab_%[1]s
+}
+vrrp_instance lab_VIP_1 {
+    interface eth0
+    state BACKUP
+    virtual_router_id 51
+    priority %[2]d
+    advert_int 1
+    authentication {
+        auth_type PASS
+        auth_pass labtest
+    }
+    virtual_ipaddress {
+        192.0.2.50 dev eth0
+    }
+}
+`
+
+func TestTwoKeepalivedOneMaster(t *testing.T) {
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("keepalived not installed")
+	}
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	vip := netip.MustParseAddr("192.0.2.50")
+
+	outs := map[*Node]*Output{}
+	procs := map[*Node]*Process{}
+	for i, n := range c.Nodes[:2] {
+		env := []string{"CONF=" + fmt.Sprintf(keepalivedConf, n.Name, 100+10*i)}
+		outs[n] = NewOutput(nil)
+		p, err := n.Start(ctx, []string{"sh", "-c",
+			`printf '%s' "$CONF" >/etc/keepalived/keepalived.conf && exec keepalived -n -l -D -f /etc/keepalived/keepalived.conf`},
+			env, outs[n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs[n] = p
+	}
+	// node2 (priority 110) may only preempt after node1 went MASTER first:
+	// wait for the final state rather than the first one.
+	if _, err := c.WaitOneHolder(ctx, []netip.Addr{vip}, func(m HolderMap) bool { return m[vip] == c.Nodes[1] }); err != nil {
+		t.Fatalf("%v\nnode1:\n%s\nnode2:\n%s", err, outs[c.Nodes[0]], outs[c.Nodes[1]])
+	}
+	waitFor(t, ctx, "exactly one keepalived in MASTER state", func() bool {
+		return lastState(outs[c.Nodes[0]].String()) == "BACKUP" && lastState(outs[c.Nodes[1]].String()) == "MASTER"
+	})
+
+	// The VIP answers from the client namespace through Dial.
+	lp, err := c.Nodes[1].Start(ctx, []string{"python3", "-c", tcpServer, "192.0.2.50", "8080"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "a connection to the VIP from the client", func() bool {
+		conn, err := c.Client.Dial(ctx, "tcp", "192.0.2.50:8080")
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	_ = lp.Kill()
+
+	// Handover: keepalived's SIGTERM sends priority 0, node1 takes over.
+	if err := procs[c.Nodes[1]].Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := procs[c.Nodes[1]].Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitOneHolder(ctx, []netip.Addr{vip}, func(m HolderMap) bool { return m[vip] == c.Nodes[0] }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lastState returns the state of the last "Entering X STATE" line.
+func lastState(log string) string {
+	i := strings.LastIndex(log, "Entering ")
+	if i < 0 {
+		return ""
+	}
+	state, _, _ := strings.Cut(log[i+len("Entering "):], " ")
+	return state
+}
+
+// tcpServer accepts and closes connections on argv[1]:argv[2].
+const tcpServer = `import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen()
+while True:
+    s.accept()[0].close()
+`
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(PollInterval):
+		}
+	}
+}
