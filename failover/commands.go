@@ -77,6 +77,9 @@ func RemoveFailover(ctx context.Context, w io.Writer) error {
 	}
 
 	if opts := firewallOptions(cfg); opts.Chain != "" || opts.NFTables {
+		// An earlier configuration may have had IPv6 VIPs: remove the
+		// ip6tables rule whatever this one says.
+		opts.IPv6 = true
 		fw, err := iptables.New(opts)
 		if err != nil {
 			return fmt.Errorf("firewall: %w", err)
