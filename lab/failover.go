@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -110,6 +111,31 @@ func (c *Cluster) WaitOneHolder(ctx context.Context, vips []netip.Addr, cond fun
 	}
 }
 
+// WaitStable waits, until ctx ends, for one holder per VIP that stays the
+// same for quiet (a few advert intervals): startup preemption is over and
+// the holders are the ones the VRRP priorities chose.
+func (c *Cluster) WaitStable(ctx context.Context, vips []netip.Addr, quiet time.Duration) (HolderMap, error) {
+	prev, err := c.WaitOneHolder(ctx, vips, nil)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for stable holders: %w; last seen: %s", ctx.Err(), prev)
+		case <-time.After(quiet):
+		}
+		m, err := c.WaitOneHolder(ctx, vips, nil)
+		if err != nil {
+			return nil, err
+		}
+		if maps.Equal(m, prev) {
+			return m, nil
+		}
+		prev = m
+	}
+}
+
 // holderMap returns the holders when each VIP has exactly one, else nil,
 // plus a description of the state.
 func (c *Cluster) holderMap(vips []netip.Addr) (HolderMap, string, error) {
@@ -147,6 +173,9 @@ type StartOptions struct {
 	VIPs []netip.Addr
 	// Nodes restricts the start to these nodes; nil means all.
 	Nodes []*Node
+	// Quiet, when set, makes StartAll wait until the holders have not
+	// changed for that long (see WaitStable), not just for one holder each.
+	Quiet time.Duration
 }
 
 // Fleet is one program running on several nodes.
@@ -198,9 +227,14 @@ func (c *Cluster) StartAll(ctx context.Context, opts StartOptions) (*Fleet, erro
 		f.Procs = append(f.Procs, p)
 		f.Outputs = append(f.Outputs, out)
 	}
-	m, err := c.WaitOneHolder(ctx, opts.VIPs, func(HolderMap) bool {
-		return !slices.ContainsFunc(f.Procs, (*Process).Exited)
-	})
+	alive := func(HolderMap) bool { return !slices.ContainsFunc(f.Procs, (*Process).Exited) }
+	m, err := c.WaitOneHolder(ctx, opts.VIPs, alive)
+	if err == nil && opts.Quiet > 0 {
+		m, err = c.WaitStable(ctx, opts.VIPs, opts.Quiet)
+		if err == nil && !alive(m) {
+			err = errors.New("a process exited while the holders settled")
+		}
+	}
 	if err != nil {
 		f.kill()
 		var exited []string

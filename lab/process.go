@@ -231,3 +231,31 @@ func readProc(pid int) (Proc, error) {
 	}
 	return pr, nil
 }
+
+// Procs lists every process, of any PID namespace, that runs in the node's
+// network namespace: what a node would show with ps.
+func (n *Node) Procs() ([]Proc, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/run/netns/"+n.Netns, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", n.Name, err)
+	}
+	want := fmt.Sprintf("net:[%d]", st.Ino)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []Proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err != nil || ns != want {
+			continue
+		}
+		if pr, err := readProc(pid); err == nil {
+			out = append(out, pr)
+		}
+	}
+	return out, nil
+}
