@@ -288,3 +288,9 @@ func (o *Output) String() string {
 func (o *Output) Count(s string) int {
 	return strings.Count(o.String(), s)
 }
+
+// BridgeExec runs a one-off command in the bridge's network namespace, e.g.
+// an nft rule in the bridge family to filter what the bridge forwards.
+func (c *Cluster) BridgeExec(ctx context.Context, argv ...string) ([]byte, error) {
+	return execOut(ctx, append([]string{"nsenter", "--net=/run/netns/" + c.bridgeNetns, "--"}, argv...))
+}
