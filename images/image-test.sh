@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# Tests a built ipfailover image with podman, inside network namespaces this
+# script makes (TEST-NET 192.0.2.0/24 only; the root namespace is never
+# touched). Prints PASS/FAIL per check and exits non-zero on any failure.
+# Needs root, podman and runc. Not part of `make test`: it takes a minute.
+#
+# Environment: IMAGE (default localhost/ipfailover:dev), RUNTIME (default
+# /usr/sbin/runc), KEEP=1 leaves containers and namespaces for debugging.
+set -uo pipefail
+
+IMAGE=${IMAGE:-localhost/ipfailover:dev}
+RUNTIME=${RUNTIME:-/usr/sbin/runc}
+BIN=/usr/bin/ipfailover
+OLD=/var/lib/ipfailover/keepalived
+id=ifoimg-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+netns=()
+ctrs=()
+failed=0
+tmp=$(mktemp -d)
+
+podman_() { podman --runtime "$RUNTIME" "$@"; }
+# prun runs a container with the limits this machine needs.
+prun() { podman_ run --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 "$@"; }
+
+cleanup() {
+	if [[ ${KEEP:-0} == 1 ]]; then
+		echo "KEEP=1: left containers ${ctrs[*]:-none} and namespaces ${netns[*]:-none}"
+		return
+	fi
+	local c n
+	for c in "${ctrs[@]}"; do podman_ rm -f -t 5 "$c" >/dev/null 2>&1; done
+	for n in "${netns[@]}"; do ip netns del "$n" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+pass() { printf 'PASS  %s\n' "$1"; }
+fail() {
+	printf 'FAIL  %s\n' "$1"
+	[[ -n ${2:-} ]] && printf '%s\n' "$2" | sed 's/^/      | /' | head -n 40
+	failed=$((failed + 1))
+}
+# check NAME CMD...: runs CMD, PASS when it exits 0; its output is shown on FAIL.
+check() {
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then pass "$name"; else fail "$name" "$out"; fi
+}
+# wait_for SECONDS CMD...: retries CMD until it succeeds or the deadline passes.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.5
+	done
+}
+
+# master CTR: waits (90 s at most) for CTR to log "Entering MASTER STATE";
+# fails at once when the container stops first.
+master() {
+	local deadline=$((SECONDS + 90))
+	while ((SECONDS < deadline)); do
+		podman_ logs "$1" 2>&1 | grep -q 'Entering MASTER STATE' && return 0
+		[[ $(podman_ inspect "$1" --format '{{.State.Running}}' 2>/dev/null) == true ]] || return 1
+		sleep 0.5
+	done
+	return 1
+}
+running() { [[ $(podman_ inspect "$1" --format '{{.State.Running}}' 2>/dev/null) == true ]]; }
+
+# mknode NAME ADDR: a namespace with a veth pair (veth0 carries ADDR/24 and
+# the default route; veth1 is its up peer so VRRP adverts have a wire).
+mknode() {
+	local ns=$1 addr=$2
+	ip netns add "$ns" || return 1
+	netns+=("$ns")
+	ip -n "$ns" link add veth0 type veth peer name veth1 &&
+		ip -n "$ns" link set lo up &&
+		ip -n "$ns" link set veth1 up &&
+		ip -n "$ns" link set veth0 up &&
+		ip -n "$ns" addr add "$addr/24" dev veth0 &&
+		ip -n "$ns" route add default via 192.0.2.254 dev veth0
+}
+
+# http NS ADDR PORT PATH: a plain HTTP/1.0 GET from inside NS with bash's
+# /dev/tcp; prints the whole response.
+http() {
+	ip netns exec "$1" timeout 5 bash -c '
+		exec 3<>"/dev/tcp/$0/$1" || exit 1
+		printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$2" "$0" >&3
+		cat <&3' "$2" "$3" "$4"
+}
+http_ok() { http "$@" | head -n1 | grep -q ' 200 '; }
+
+echo "image-test: $IMAGE (run $id)"
+if [[ $(id -u) != 0 ]]; then
+	echo "image-test: needs root (network namespaces, privileged containers)" >&2
+	exit 1
+fi
+if ! podman_ image exists "$IMAGE"; then
+	echo "image-test: no image $IMAGE; run images/build.sh first" >&2
+	exit 1
+fi
+
+# --- image metadata ---------------------------------------------------------
+inspect() { podman_ image inspect "$IMAGE" --format "$1"; }
+check "port 9650/tcp exposed" grep -qx '.*"9650/tcp".*' <<<"$(inspect '{{json .Config.ExposedPorts}}')"
+check "entrypoint is $BIN" test "$(inspect '{{json .Config.Entrypoint}}')" = "[\"$BIN\"]"
+check "OCI labels (title, version, source)" bash -c '
+	for l in title version source; do grep -q "\"org.opencontainers.image.$l\"" <<<"$1" || exit 1; done' _ "$(inspect '{{json .Config.Labels}}')"
+
+# --- tools in the image -----------------------------------------------------
+tools=$(prun --rm --network none --entrypoint /bin/bash "$IMAGE" -c '
+	for t in bash iptables ip6tables nft ip modprobe pgrep /usr/sbin/keepalived '"$BIN"' '"$OLD"'/monitor.sh '"$OLD"'/remove-failover.sh; do
+		if p=$(command -v "$t") && [ -x "$p" ]; then echo "have $t"; else echo "missing $t"; fi
+	done
+	iptables -V; nft -v; ip -V
+	echo "signum $(/usr/sbin/keepalived --signum=JSON)"
+	/usr/sbin/keepalived --version 2>&1 | grep -o -- "--enable-json"
+	sed "s/^/monitor: /" '"$OLD"'/monitor.sh
+	sed "s/^/remove-failover: /" '"$OLD"'/remove-failover.sh' 2>&1)
+for t in bash iptables ip6tables nft ip modprobe pgrep /usr/sbin/keepalived "$BIN" "$OLD/monitor.sh" "$OLD/remove-failover.sh"; do
+	check "image has $t" grep -qx "have $t" <<<"$tools"
+done
+check "iptables uses the nf_tables backend" grep -q 'iptables v.*(nf_tables)' <<<"$tools"
+check "keepalived built with --enable-json" grep -qx -- '--enable-json' <<<"$tools"
+check "keepalived --signum=JSON prints a number" grep -qxE 'signum [0-9]+' <<<"$tools"
+check "monitor.sh execs '$BIN run'" grep -qxF "monitor: exec $BIN run \"\$@\"" <<<"$tools"
+check "remove-failover.sh execs '$BIN remove-failover'" grep -qxF "remove-failover: exec $BIN remove-failover \"\$@\"" <<<"$tools"
+out=$(prun --rm --network none "$IMAGE" version 2>&1)
+check "ipfailover version runs" test -n "$out"
+echo "      | $out"
+
+# --- render inside a namespace ---------------------------------------------
+nsr=$id-r
+if mknode "$nsr" 192.0.2.1; then
+	out=$(prun --rm --network "ns:/run/netns/$nsr" \
+		-e OPENSHIFT_HA_CONFIG_NAME=image-test \
+		-e OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100-102 \
+		-e OPENSHIFT_HA_VIP_GROUPS=2 \
+		-e OPENSHIFT_HA_VRRP_ID_OFFSET=40 \
+		"$IMAGE" render 2>&1)
+	rc=$?
+	check "render exits 0 (interface from the namespace's default route)" test "$rc" = 0
+	check "render: two vrrp_instances image_test_VIP_1/2" bash -c '
+		grep -q "vrrp_instance image_test_VIP_1" <<<"$1" && grep -q "vrrp_instance image_test_VIP_2" <<<"$1"' _ "$out"
+	check "render: router ids 41 and 42" bash -c '
+		grep -qE "virtual_router_id[[:space:]]+41" <<<"$1" && grep -qE "virtual_router_id[[:space:]]+42" <<<"$1"' _ "$out"
+	check "render: VIPs on veth0" grep -q '192.0.2.100.* dev veth0' <<<"$out"
+	[[ $rc == 0 ]] || echo "$out" | sed 's/^/      | /' | head -n 20
+
+	out=$(prun --rm --network "ns:/run/netns/$nsr" \
+		-e OPENSHIFT_HA_VIRTUAL_IPS='192.0.2.100-102' -e OPENSHIFT_HA_VRRP_ID_OFFSET=300 \
+		"$IMAGE" render 2>&1)
+	rc=$?
+	check "bad config: exit 2 naming the variable" bash -c '[ "$1" = 2 ] && grep -q OPENSHIFT_HA_VRRP_ID_OFFSET <<<"$2"' _ "$rc" "$out"
+else
+	fail "namespace $nsr"
+fi
+
+# --- remove-failover.sh cleans a namespace ----------------------------------
+nsc=$id-c
+if mknode "$nsc" 192.0.2.2; then
+	ip -n "$nsc" addr add 192.0.2.110/32 dev veth0
+	ip -n "$nsc" addr add 192.0.2.111/32 dev veth0
+	ip netns exec "$nsc" iptables -I INPUT 1 -d 224.0.0.18/32 -j ACCEPT
+	out=$(prun --rm --privileged --network "ns:/run/netns/$nsc" \
+		--entrypoint "$OLD/remove-failover.sh" \
+		-e OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.110-111 \
+		-e OPENSHIFT_HA_NETWORK_INTERFACE=veth0 \
+		-e OPENSHIFT_HA_IPTABLES_CHAIN=INPUT \
+		"$IMAGE" 2>&1)
+	rc=$?
+	check "remove-failover.sh exits 0" test "$rc" = 0
+	[[ $rc == 0 ]] || echo "$out" | sed 's/^/      | /' | head -n 20
+	check "remove-failover.sh released the VIPs" bash -c "! ip -n '$nsc' -4 addr show dev veth0 | grep -qE '192\.0\.2\.11[01]/'"
+	check "remove-failover.sh kept the node address" bash -c "ip -n '$nsc' -4 addr show dev veth0 | grep -q '192.0.2.2/24'"
+	check "remove-failover.sh removed the VRRP rule" bash -c "! ip netns exec '$nsc' iptables -S INPUT | grep -q '224.0.0.18'"
+	out=$(prun --rm --privileged --network "ns:/run/netns/$nsc" \
+		--entrypoint "$OLD/remove-failover.sh" \
+		-e OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.110-111 \
+		-e OPENSHIFT_HA_NETWORK_INTERFACE=veth0 \
+		-e OPENSHIFT_HA_IPTABLES_CHAIN=INPUT \
+		"$IMAGE" 2>&1)
+	rc=$?
+	check "remove-failover.sh is idempotent (second run exits 0)" test "$rc" = 0
+	[[ $rc == 0 ]] || echo "$out" | sed 's/^/      | /' | head -n 20
+else
+	fail "namespace $nsc"
+fi
+
+# --- the entrypoint elects itself MASTER and serves :9650 -------------------
+# Host networking as in the Deployment, here the namespace's; the monitor
+# port is 9650 itself, so the default TCP check passes once metrics serve.
+nsm=$id-m
+ctr=$id-run
+if mknode "$nsm" 192.0.2.3; then
+	ctrs+=("$ctr")
+	if podman_ run -d --name "$ctr" --privileged --network "ns:/run/netns/$nsm" \
+		--ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+		-e OPENSHIFT_HA_CONFIG_NAME=image-test \
+		-e OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.120 \
+		-e OPENSHIFT_HA_NETWORK_INTERFACE=veth0 \
+		-e OPENSHIFT_HA_MONITOR_PORT=9650 \
+		-e OPENSHIFT_HA_IPTABLES_CHAIN=INPUT \
+		-e OPENSHIFT_HA_REPLICA_COUNT=1 \
+		"$IMAGE" >/dev/null; then
+		logs() { podman_ logs "$ctr" 2>&1; }
+		if master "$ctr"; then
+			pass "entrypoint: keepalived logs 'Entering MASTER STATE'"
+		else
+			fail "entrypoint: keepalived logs 'Entering MASTER STATE'" "$(logs | tail -n 30)"
+		fi
+		check "entrypoint: is PID 1 in its container" bash -c "podman --runtime '$RUNTIME' exec '$ctr' cat /proc/1/cmdline | tr '\0' ' ' | grep -q '^$BIN'"
+		check "entrypoint: keepalived runs as its child" bash -c "podman --runtime '$RUNTIME' exec '$ctr' pgrep -x keepalived"
+		vip=0
+		if wait_for 30 bash -c "ip -n '$nsm' -4 addr show dev veth0 | grep -q '192.0.2.120/'"; then
+			vip=1
+			pass "entrypoint: VIP 192.0.2.120 on veth0"
+		else
+			fail "entrypoint: VIP 192.0.2.120 on veth0" "$(ip -n "$nsm" addr show dev veth0)"
+		fi
+		check "entrypoint: VRRP rule at the top of INPUT" bash -c "ip netns exec '$nsm' iptables -S INPUT | sed -n 2p | grep -q '224.0.0.18/32 -j ACCEPT'"
+		if wait_for 30 http_ok "$nsm" 192.0.2.3 9650 /healthz; then pass "entrypoint: GET :9650/healthz 200"; else fail "entrypoint: GET :9650/healthz 200" "$(http "$nsm" 192.0.2.3 9650 /healthz 2>&1)"; fi
+		if wait_for 30 http_ok "$nsm" 192.0.2.3 9650 /readyz; then pass "entrypoint: GET :9650/readyz 200"; else fail "entrypoint: GET :9650/readyz 200" "$(http "$nsm" 192.0.2.3 9650 /readyz 2>&1)"; fi
+		metric() { http "$nsm" 192.0.2.3 9650 /metrics | grep -q "$1"; }
+		if wait_for 30 metric '^keepalived_up 1'; then pass "entrypoint: /metrics keepalived_up 1"; else fail "entrypoint: /metrics keepalived_up 1" "$(http "$nsm" 192.0.2.3 9650 /metrics 2>&1 | grep -v '^#' | head -n 20)"; fi
+		if wait_for 30 metric '^keepalived_vrrp_state{.*name="image_test_VIP_1".*} 2'; then
+			pass "entrypoint: /metrics keepalived_vrrp_state of image_test_VIP_1 is 2 (MASTER)"
+		else
+			fail "entrypoint: /metrics keepalived_vrrp_state of image_test_VIP_1 is 2 (MASTER)" "$(http "$nsm" 192.0.2.3 9650 /metrics 2>&1 | grep keepalived_vrrp_state)"
+		fi
+		check "entrypoint: still running before SIGTERM" running "$ctr"
+		podman_ stop -t 30 "$ctr" >/dev/null 2>&1
+		code=$(podman_ inspect "$ctr" --format '{{.State.ExitCode}}')
+		check "entrypoint: SIGTERM exits 0" test "$code" = 0
+		check "entrypoint: SIGTERM released the VIP it held" bash -c "[ $vip = 1 ] && ! ip -n '$nsm' -4 addr show dev veth0 | grep -q '192.0.2.120/'"
+		[[ $code == 0 ]] || logs | tail -n 20 | sed 's/^/      | /'
+	else
+		fail "entrypoint: container starts"
+	fi
+else
+	fail "namespace $nsm"
+fi
+
+# --- monitor.sh, the old entry path, starts the same way ---------------------
+nso=$id-o
+ctr=$id-old
+if mknode "$nso" 192.0.2.4; then
+	ctrs+=("$ctr")
+	if podman_ run -d --name "$ctr" --privileged --network "ns:/run/netns/$nso" \
+		--ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+		--entrypoint "$OLD/monitor.sh" \
+		-e OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.130 \
+		-e OPENSHIFT_HA_MONITOR_PORT=0 \
+		-e OPENSHIFT_HA_METRICS_ADDRESS= \
+		"$IMAGE" >/dev/null; then
+		if master "$ctr"; then
+			pass "monitor.sh: starts keepalived, 'Entering MASTER STATE'"
+		else
+			fail "monitor.sh: starts keepalived, 'Entering MASTER STATE'" "$(podman_ logs "$ctr" 2>&1 | tail -n 30)"
+		fi
+		check "monitor.sh: metrics off with OPENSHIFT_HA_METRICS_ADDRESS empty" bash -c "! ip netns exec '$nso' timeout 2 bash -c 'exec 3<>/dev/tcp/192.0.2.4/9650'"
+		check "monitor.sh: still running before SIGTERM" running "$ctr"
+		podman_ stop -t 30 "$ctr" >/dev/null 2>&1
+		check "monitor.sh: SIGTERM exits 0" test "$(podman_ inspect "$ctr" --format '{{.State.ExitCode}}')" = 0
+	else
+		fail "monitor.sh: container starts"
+	fi
+else
+	fail "namespace $nso"
+fi
+
+if ((failed > 0)); then
+	echo "image-test: $failed check(s) FAILED"
+	exit 1
+fi
+echo "image-test: all checks PASS"

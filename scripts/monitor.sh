@@ -1,0 +1,2 @@
+#!/bin/bash
+exec /usr/bin/ipfailover run "$@"
