@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Instance is what the limits need from one vrrp_instance of a rendered
+// keepalived.conf.
+type Instance struct {
+	Name     string
+	RouterID int
+	Priority int
+	Master   bool // "state MASTER"
+	VIPs     []netip.Addr
+}
+
+// Conf is the part of a rendered keepalived.conf that shapes failover
+// times.
+type Conf struct {
+	// AdvertInt is advert_int (1 s when the file does not set it).
+	AdvertInt time.Duration
+	// V3 is vrrp_version 3: the skew then scales with the advert interval.
+	V3 bool
+	// CheckInterval is the vrrp_script's interval.
+	CheckInterval time.Duration
+	Instances     []Instance
+}
+
+// ParseConf reads the settings of a keepalived.conf as ipfailover renders
+// it: one word or pair per line, braces at line ends.
+func ParseConf(text []byte) (*Conf, error) {
+	c := &Conf{AdvertInt: time.Second}
+	var cur *Instance
+	inVIPs := false
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	for line := 1; sc.Scan(); line++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || strings.HasPrefix(f[0], "!") || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		bad := func(err error) error { return fmt.Errorf("keepalived.conf line %d %q: %w", line, sc.Text(), err) }
+		switch {
+		case inVIPs && f[0] == "}":
+			inVIPs = false
+		case inVIPs:
+			a, err := netip.ParseAddr(strings.SplitN(f[0], "/", 2)[0])
+			if err != nil {
+				return nil, bad(err)
+			}
+			cur.VIPs = append(cur.VIPs, a)
+		case f[0] == "vrrp_instance" && len(f) >= 2:
+			c.Instances = append(c.Instances, Instance{Name: f[1]})
+			cur = &c.Instances[len(c.Instances)-1]
+		case f[0] == "vrrp_version" && len(f) >= 2:
+			c.V3 = f[1] == "3"
+		case f[0] == "interval" && len(f) >= 2 && cur == nil:
+			d, err := seconds(f[1])
+			if err != nil {
+				return nil, bad(err)
+			}
+			c.CheckInterval = d
+		case cur == nil:
+		case f[0] == "state" && len(f) >= 2:
+			cur.Master = f[1] == "MASTER"
+		case f[0] == "virtual_router_id" && len(f) >= 2:
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				return nil, bad(err)
+			}
+			cur.RouterID = n
+		case f[0] == "priority" && len(f) >= 2:
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				return nil, bad(err)
+			}
+			cur.Priority = n
+		case f[0] == "advert_int" && len(f) >= 2:
+			d, err := seconds(f[1])
+			if err != nil {
+				return nil, bad(err)
+			}
+			c.AdvertInt = d
+		case f[0] == "virtual_ipaddress":
+			inVIPs = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(c.Instances) == 0 {
+		return nil, fmt.Errorf("keepalived.conf has no vrrp_instance")
+	}
+	return c, nil
+}
+
+func seconds(s string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("not a number of seconds: %q", s)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// InstanceOf returns the instance that carries vip, or nil.
+func (c *Conf) InstanceOf(vip netip.Addr) *Instance {
+	for i := range c.Instances {
+		for _, v := range c.Instances[i].VIPs {
+			if v == vip {
+				return &c.Instances[i]
+			}
+		}
+	}
+	return nil
+}
+
+// Skew is keepalived's skew time for a backup at priority p:
+// (256-p)/256 of a second with VRRPv2, of the advert interval with VRRPv3.
+func (c *Conf) Skew(p int) time.Duration {
+	base := time.Second
+	if c.V3 {
+		base = c.AdvertInt
+	}
+	return time.Duration(int64(256-p) * int64(base) / 256)
+}
+
+// MasterDown is the master-down interval of a backup at priority p:
+// 3 adverts plus the skew.
+func (c *Conf) MasterDown(p int) time.Duration {
+	return 3*c.AdvertInt + c.Skew(p)
+}
+
+// BestBackup returns, among the nodes' configurations other than the
+// holder's, the highest priority for vip's instance: the node that takes
+// vip over first. Equal priorities tie; the value is what matters.
+func BestBackup(confs map[string]*Conf, holder string, vip netip.Addr) (node string, prio int, conf *Conf, err error) {
+	for name, c := range confs {
+		if name == holder {
+			continue
+		}
+		in := c.InstanceOf(vip)
+		if in == nil {
+			return "", 0, nil, fmt.Errorf("%s: no instance for %s", name, vip)
+		}
+		if in.Priority > prio || (in.Priority == prio && name > node) {
+			node, prio, conf = name, in.Priority, c
+		}
+	}
+	if conf == nil {
+		return "", 0, nil, fmt.Errorf("no backup for %s besides %s", vip, holder)
+	}
+	return node, prio, conf, nil
+}

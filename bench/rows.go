@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// rows turns the samples into the table, in the order users meet them.
+func (r *runner) rows() []Row {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var rows []Row
+	t := func(name, rule, shipped string) *Row {
+		rows = append(rows, TimeRow(name, r.samples[name], rule, shipped))
+		return &rows[len(rows)-1]
+	}
+	size := func(name string, u Unit, shipped string) *Row {
+		rows = append(rows, SizeRow(name, u, r.sizes[name], shipped))
+		return &rows[len(rows)-1]
+	}
+
+	t(rowGraceful, "the best backup's skew (256-priority)/256 s", shippedGraceful).Check("median", targetGraceful)
+	t(rowCheck, "check interval + the best backup's skew", shippedCheck)
+	crash := t(rowCrash, "3 × advert_int + the best backup's skew", shippedCrash)
+	r.crashBound(crash, r.samples[rowCrash])
+	fast := t(rowCrashFast, "3 × 0.1 s + the best backup's skew (VRRPv3: scaled by advert_int)", "")
+	r.crashBound(fast, r.samples[rowCrashFast])
+	conv := "until every VIP has had one holder for 1.5 advert intervals; limit: start + 3 × advert_int + the top node's skew (instances start as backups until the track script passes)"
+	t(rowConverge, "3 × advert_int + the top node's skew", shippedConverge).Note = conv
+	t(rowConverge+splitSuffix, "", "").Note = "time, by the dumps, in which some VIP was on two nodes during a first convergence"
+	t(rowConvFast, "3 × 0.1 s + the top node's skew", "")
+	t(rowConvFast+splitSuffix, "", "")
+	cfg := t(rowConfig, "", "")
+	cfg.Note = fmt.Sprintf("polled /proc every 0.2 ms, resolution %s", r.startRes.Round(time.Microsecond))
+	t(rowKeepalived, "", shippedStartup).Check("median", targetStartup)
+	t(rowScrape, "", shippedScrape).Check("median", targetScrape)
+	rows[len(rows)-1].Note = fmt.Sprintf("%d concurrent scrapers, kept-alive connections, from the client namespace", Scrapers)
+	size(rowScrapeSize, KB, "")
+	size(rowRSSRest, MB, shippedRSS).Check("median", targetRSS)
+	size(rowRSSScrape, MB, shippedRSS).Check("worst", targetRSS)
+	if len(r.samples[rowRender]) > 0 || len(r.samples[rowScaleConv]) > 0 {
+		t(rowRender, "", "")
+		rows[len(rows)-1].Note = "wall time of `ipfailover render` in a node (process start included)"
+		t(rowScaleConv, "3 × advert_int + the top node's skew", "")
+		t(rowScaleConv+splitSuffix, "", "")
+		t(rowScaleScrape, "", "")
+		size(rowScaleSize, KB, "")
+		size(rowScaleRSS, MB, "")
+	}
+	return rows
+}
+
+// crashBound checks the issue's bound: no crash move beyond 3 × advert_int
+// + the best backup's skew + 0.1 s.
+func (r *runner) crashBound(row *Row, ss []Sample) {
+	if len(ss) == 0 {
+		return
+	}
+	worst := math.Inf(-1)
+	for _, s := range ss {
+		worst = max(worst, (s.Value - s.Limit - crashBoundMargin).Seconds())
+	}
+	pass := worst < 0
+	row.Pass = &pass
+	row.TargetOn = "worst"
+	row.Target = row.Limit + crashBoundMargin.Seconds()
+}

@@ -1,0 +1,129 @@
+// Command bench measures ipfailover in a three-node cluster of network
+// namespaces: failover times against their VRRP limits, startup, scrape
+// latency, memory and a 254-VIP scale run. It prints one table and writes
+// the figures to out/bench.json for comparison between commits. It needs
+// root, builds ./cmd/ipfailover itself and removes every namespace and
+// process it made, also on Ctrl-C.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipfailover/ipfailover/bench"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(log); err != nil {
+		log.Error("bench failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger) error {
+	rounds := flag.Int("rounds", 5, "rounds of each failover measurement")
+	quick := flag.Bool("quick", false, "smoke test: 1 round, short scrape, no scale rows")
+	scale := flag.Bool("scale", true, "add the 254-VIP scale rows")
+	out := flag.String("out", "out/bench.json", "where to write the figures as JSON (empty: nowhere)")
+	scrapeFor := flag.Duration("scrape-for", 3*time.Second, "how long the scrapers run")
+	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
+	verbose := flag.Bool("v", false, "copy every node's output to stderr")
+	flag.Parse()
+	if *quick {
+		*rounds, *scale, *scrapeFor = 1, false, time.Second
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the bench builds network namespaces: run it as root")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// The nodes mount their own tmpfs on /tmp, so the binary lives elsewhere.
+	dir, err := os.MkdirTemp("/var/tmp", "ipfailover-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "ipfailover")
+	commit, dirty := gitCommit(ctx)
+	log.Info("building", "binary", bin, "commit", commit)
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+commit, "-o", bin, "./cmd/ipfailover")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building ./cmd/ipfailover: %w", err)
+	}
+
+	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, Poll: *poll, Log: log}
+	if *verbose {
+		o.NodeOut = os.Stderr
+	}
+	rep, runErr := bench.Run(ctx, o)
+	if rep == nil {
+		return runErr
+	}
+	rep.Commit, rep.Dirty = commit, dirty
+	rep.Date = time.Now().UTC()
+	rep.Host, _ = os.Hostname()
+	rep.Kernel = firstLine(os.ReadFile("/proc/sys/kernel/osrelease"))
+	rep.CPUs = runtime.NumCPU()
+	rep.Go = runtime.Version()
+	kv, _ := exec.Command("keepalived", "--version").CombinedOutput()
+	rep.Keepaliv = firstLine(kv, nil)
+
+	fmt.Println()
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := writeJSON(*out, rep); err != nil {
+			return err
+		}
+		log.Info("wrote", "path", *out, "elapsed", time.Duration(rep.Elapsed*float64(time.Second)).Round(time.Second))
+	}
+	return runErr
+}
+
+func writeJSON(path string, rep *bench.Report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func gitCommit(ctx context.Context) (commit string, dirty bool) {
+	b, err := exec.CommandContext(ctx, "git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown", false
+	}
+	st, _ := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
+	return strings.TrimSpace(string(b)), len(strings.TrimSpace(string(st))) > 0
+}
+
+func firstLine(b []byte, err error) string {
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return line
+}
