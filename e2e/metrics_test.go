@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -61,28 +62,34 @@ func TestMetrics(t *testing.T) {
 
 	t.Run("names and labels", func(t *testing.T) {
 		for _, n := range live {
-			m := s.waitScrape(hc, n, func(m *scrape) error { return m.wantUp(1) })
+			m := s.waitScrape(t, hc, n, func(m *scrape) error { return m.wantUp(1) })
 			if err := m.checkSchema(vips4); err != nil {
 				t.Errorf("%s: %v", n.Name, err)
 			}
 		}
 	})
 
-	h := s.waitAgree(hc, live, vips4)
+	h := s.waitAgree(t, hc, live, vips4)
 	t.Logf("before the handover, metrics agree with the kernel: %s", h)
 
 	vip := vips4[0]
 	old := h[vip]
 	var newHolder, backup *lab.Node
 	t.Run("SIGTERM handover", func(t *testing.T) {
-		before := s.waitScrape(hc, old, nil)
+		before := s.waitScrape(t, hc, old, nil)
 		instance := before.vipInstance(vip)
 		if instance == "" {
 			t.Fatalf("%s reports no ipfailover_vip_held for %s", old.Name, vip)
 		}
-		s.stop(f.Proc(old))
+		p := f.Proc(old)
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := p.Wait(s.ctx); err != nil || code != 0 {
+			t.Fatalf("ipfailover on %s after SIGTERM: exit %d, %v; want 0", old.Name, code, err)
+		}
 		live = others(s.c, old)
-		h := s.waitAgree(hc, live, vips4)
+		h := s.waitAgree(t, hc, live, vips4)
 		t.Logf("after SIGTERM to %s, metrics agree with the kernel: %s", old.Name, h)
 
 		newHolder = h[vip]
@@ -94,7 +101,7 @@ func TestMetrics(t *testing.T) {
 			n           *lab.Node
 			state, held float64
 		}{{newHolder, 2, 1}, {backup, 1, 0}} {
-			m := s.waitScrape(hc, c.n, nil)
+			m := s.waitScrape(t, hc, c.n, nil)
 			if got, ok := m.state(instance); !ok || got != c.state {
 				t.Errorf("%s: keepalived_vrrp_state{name=%q} = %v (present %v), want %v", c.n.Name, instance, got, ok, c.state)
 			}
@@ -113,7 +120,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	t.Run("concurrent scrapes", func(t *testing.T) {
-		s.concurrentScrapes(t, hc, newHolder, vips4)
+		s.concurrentScrapes(t, hc, newHolder, live, vips4)
 	})
 
 	t.Run("keepalived frozen", func(t *testing.T) {
@@ -121,20 +128,24 @@ func TestMetrics(t *testing.T) {
 	})
 
 	t.Run("keepalived a zombie", func(t *testing.T) {
-		s.zombie(t, hc, f.Proc(backup))
+		p := f.Proc(backup)
+		s.zombie(t, hc, p, f.Outputs[slices.Index(f.Procs, p)])
 	})
 
-	h = s.waitAgree(hc, live, vips4)
+	if t.Failed() {
+		return
+	}
+	h = s.waitAgree(t, hc, live, vips4)
 	t.Logf("at the end, metrics agree with the kernel: %s", h)
 }
 
 // concurrentScrapes runs 8 goroutines of 50 scrapes each against n: every
 // response must be a 200 that parses, with keepalived_up 1 and the same
 // states and held VIPs as before the load, and the holders must not move.
-func (s *scenario) concurrentScrapes(t *testing.T, hc *http.Client, n *lab.Node, vips []netip.Addr) {
+func (s *scenario) concurrentScrapes(t *testing.T, hc *http.Client, n *lab.Node, live []*lab.Node, vips []netip.Addr) {
 	const workers, scrapes = 8, 50
-	holders := s.waitAgree(hc, []*lab.Node{n}, vips)
-	ref := s.waitScrape(hc, n, nil)
+	holders := s.waitAgree(t, hc, live, vips)
+	ref := s.waitScrape(t, hc, n, nil)
 	wantStates, wantHeld := ref.states(), ref.helds()
 	dumpsBefore := ref.dumps()
 
@@ -185,7 +196,7 @@ func (s *scenario) concurrentScrapes(t *testing.T, hc *http.Client, n *lab.Node,
 	if nfail > len(fails) {
 		t.Errorf("... and %d more failed scrapes", nfail-len(fails))
 	}
-	after := s.waitScrape(hc, n, nil)
+	after := s.waitScrape(t, hc, n, nil)
 	t.Logf("%d scrapes of %s in %v (%.0f/s), %d failed; keepalived dumped %v times for them",
 		workers*scrapes, n.Name, took.Round(time.Millisecond), float64(workers*scrapes)/took.Seconds(), nfail, after.dumps()-dumpsBefore)
 	now, err := s.c.WaitOneHolder(s.ctx, vips, nil)
@@ -208,7 +219,7 @@ func (s *scenario) concurrentScrapes(t *testing.T, hc *http.Client, n *lab.Node,
 func (s *scenario) frozen(t *testing.T, hc *http.Client, p *lab.Process) {
 	n := p.Node()
 	kpid := keepalivedParent(t, p)
-	before := s.waitScrape(hc, n, func(m *scrape) error { return m.wantUp(1) })
+	before := s.waitScrape(t, hc, n, func(m *scrape) error { return m.wantUp(1) })
 	errsBefore := before.value("ipfailover_scrape_errors_total", map[string]string{"source": "keepalived_dump"})
 
 	if err := syscall.Kill(kpid, syscall.SIGSTOP); err != nil {
@@ -226,7 +237,7 @@ func (s *scenario) frozen(t *testing.T, hc *http.Client, p *lab.Process) {
 	defer resume()
 
 	// The first scrapes may be served from a dump younger than 250 ms.
-	m := s.waitScrape(hc, n, func(m *scrape) error { return m.wantUp(0) })
+	m := s.waitScrape(t, hc, n, func(m *scrape) error { return m.wantUp(0) })
 	if m.has("keepalived_vrrp_state") || m.has("keepalived_vrrp_advert_sent") {
 		t.Errorf("%s: per-instance keepalived series while keepalived is frozen:\n%s", n.Name, m.body)
 	}
@@ -240,7 +251,7 @@ func (s *scenario) frozen(t *testing.T, hc *http.Client, p *lab.Process) {
 	t.Logf("%s: keepalived %d stopped: keepalived_up 0; /healthz %d %q %v", n.Name, kpid, code, strings.TrimSpace(body), err)
 
 	resume()
-	s.waitScrape(hc, n, func(m *scrape) error { return m.wantUp(1) })
+	s.waitScrape(t, hc, n, func(m *scrape) error { return m.wantUp(1) })
 }
 
 // zombie makes keepalived's parent a zombie that ipfailover cannot reap, for
@@ -256,10 +267,10 @@ func (s *scenario) frozen(t *testing.T, hc *http.Client, p *lab.Process) {
 // the real parent get SIGCHLD and reap it. So the zombie state is held
 // exactly between the kill and our wait4, and ipfailover's view of it is
 // what a real zombie looks like from /proc.
-func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process) {
+func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process, out *lab.Output) {
 	n := p.Node()
 	kpid := keepalivedParent(t, p)
-	before := s.waitScrape(hc, n, func(m *scrape) error { return m.wantUp(1) })
+	before := s.waitScrape(t, hc, n, func(m *scrape) error { return m.wantUp(1) })
 	restarts := before.value("ipfailover_keepalived_restarts_total", nil)
 
 	// A tracee belongs to the tracer thread. This goroutine keeps its
@@ -285,9 +296,12 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process) {
 		}
 	}
 	defer release()
-	s.waitFor(fmt.Sprintf("keepalived %d to be a zombie", kpid), func() (bool, error) {
+	s.poll(t, fmt.Sprintf("zombie of keepalived %d", kpid), func(context.Context) error {
 		st, err := procState(kpid)
-		return st == "Z", err
+		if err == nil && st != "Z" {
+			err = fmt.Errorf("state %s", st)
+		}
+		return err
 	})
 
 	// Several observations over a second, so a 503 that flips back (a
@@ -316,12 +330,43 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process) {
 	code, body, err := httpGet(s.ctx, hc, metricsURL(n, "/readyz"))
 	t.Logf("%s: keepalived %d a zombie: /healthz 503, keepalived_up 0; /readyz %d %q %v", n.Name, kpid, code, strings.TrimSpace(body), err)
 
+	// Prometheus does not wait for keepalived to be ready: keep scraping,
+	// from two goroutines, while ipfailover reaps the zombie and starts a
+	// new keepalived. Those scrapes must not hurt the new keepalived: after
+	// our one kill, exactly one death and one restart.
+	died := out.Count("keepalived died")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var during atomic.Int64
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := scrapeNode(s.ctx, hc, n); err == nil {
+					during.Add(1)
+				}
+			}
+		})
+	}
 	release()
-	s.waitFor("/healthz 200 after keepalived's restart", func() (bool, error) {
-		code, _, err := httpGet(s.ctx, hc, metricsURL(n, "/healthz"))
-		return err == nil && code == http.StatusOK, nil
+	s.poll(t, "/healthz 200 after keepalived's restart", func(ctx context.Context) error {
+		code, body, err := httpGet(ctx, hc, metricsURL(n, "/healthz"))
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("%d %s", code, body)
+		}
+		return err
 	})
-	m := s.waitScrape(hc, n, func(m *scrape) error { return m.wantUp(1) })
+	m := s.waitScrape(t, hc, n, func(m *scrape) error { return m.wantUp(1) })
+	close(stop)
+	wg.Wait()
+	t.Logf("%s: %d scrapes while keepalived restarted", n.Name, during.Load())
+	if deaths := out.Count("keepalived died") - died; deaths != 1 {
+		t.Errorf("%s: keepalived died %d times after one SIGKILL, want 1; its output:\n%s", n.Name, deaths, out)
+	}
 	if got := m.value("ipfailover_keepalived_restarts_total", nil); got != restarts+1 {
 		t.Errorf("%s: ipfailover_keepalived_restarts_total = %v, want %v", n.Name, got, restarts+1)
 	}
@@ -369,20 +414,31 @@ func procState(pid int) (string, error) {
 // waitAgree polls until the metrics of every node in nodes agree with the
 // kernel's holders, which must not change during the round, and returns
 // them. Fatal at agreeTimeout with the last disagreement.
-func (s *scenario) waitAgree(hc *http.Client, nodes []*lab.Node, vips []netip.Addr) lab.HolderMap {
-	s.t.Helper()
+func (s *scenario) waitAgree(t *testing.T, hc *http.Client, nodes []*lab.Node, vips []netip.Addr) lab.HolderMap {
+	t.Helper()
+	var h lab.HolderMap
+	s.poll(t, "metrics that agree with the kernel", func(ctx context.Context) error {
+		var err error
+		h, err = s.agree(ctx, hc, nodes, vips)
+		return err
+	})
+	return h
+}
+
+// poll calls cond until it returns nil, at most agreeTimeout; then the test
+// fails with cond's last error.
+func (s *scenario) poll(t *testing.T, what string, cond func(context.Context) error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(s.ctx, agreeTimeout)
 	defer cancel()
-	var last error
 	for {
-		h, err := s.agree(ctx, hc, nodes, vips)
+		err := cond(ctx)
 		if err == nil {
-			return h
+			return
 		}
-		last = err
 		select {
 		case <-ctx.Done():
-			s.t.Fatalf("metrics never agreed with the kernel within %v: %v", agreeTimeout, last)
+			t.Fatalf("no %s within %v; last: %v", what, agreeTimeout, err)
 		case <-time.After(lab.PollInterval):
 		}
 	}
@@ -501,16 +557,15 @@ func scrapeNode(ctx context.Context, hc *http.Client, n *lab.Node) (*scrape, err
 }
 
 // waitScrape scrapes n until cond (nil: any parsed scrape) accepts it.
-func (s *scenario) waitScrape(hc *http.Client, n *lab.Node, cond func(*scrape) error) *scrape {
-	s.t.Helper()
+func (s *scenario) waitScrape(t *testing.T, hc *http.Client, n *lab.Node, cond func(*scrape) error) *scrape {
+	t.Helper()
 	var m *scrape
-	s.waitFor(n.Name+" metrics", func() (bool, error) {
+	s.poll(t, n.Name+" metrics", func(ctx context.Context) error {
 		var err error
-		m, err = scrapeNode(s.ctx, hc, n)
-		if err != nil {
-			return false, nil
+		if m, err = scrapeNode(ctx, hc, n); err != nil || cond == nil {
+			return err
 		}
-		return cond == nil || cond(m) == nil, nil
+		return cond(m)
 	})
 	return m
 }
