@@ -40,6 +40,16 @@ type Options struct {
 	Log *slog.Logger
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
+	// Phases limits the run to some of "startup", "failover", "scrape"
+	// and "scale" (Scale still gates the last); empty runs all.
+	Phases []string
+	// NodeEnv is added to every node's environment (GOGC=50, say, to try
+	// a change without rebuilding).
+	NodeEnv []string
+}
+
+func (o Options) phase(name string) bool {
+	return len(o.Phases) == 0 || slices.Contains(o.Phases, name)
 }
 
 // Settings of the three-node runs.
@@ -241,8 +251,13 @@ func (r *runner) measure(ctx context.Context) error {
 	small := VIPs(smallVIPs)
 	for round := range r.o.Rounds {
 		r.o.Log.Info("round", "round", round+1, "of", r.o.Rounds)
-		if err := r.startup(ctx); err != nil {
-			return fmt.Errorf("startup: %w", err)
+		if r.o.phase("startup") {
+			if err := r.startup(ctx); err != nil {
+				return fmt.Errorf("startup: %w", err)
+			}
+		}
+		if !r.o.phase("failover") {
+			continue
 		}
 		vip := small[round%len(small)]
 		if err := r.graceful(ctx, small, vip); err != nil {
@@ -258,10 +273,12 @@ func (r *runner) measure(ctx context.Context) error {
 			return fmt.Errorf("crash move at advert_int 0.1: %w", err)
 		}
 	}
-	if err := r.scrape(ctx, small); err != nil {
-		return fmt.Errorf("scrape: %w", err)
+	if r.o.phase("scrape") {
+		if err := r.scrape(ctx, small); err != nil {
+			return fmt.Errorf("scrape: %w", err)
+		}
 	}
-	if r.o.Scale {
+	if r.o.Scale && r.o.phase("scale") {
 		if err := r.scale(ctx); err != nil {
 			return fmt.Errorf("scale: %w", err)
 		}
@@ -297,8 +314,16 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 	}
 	f := &fleet{confs: map[string]*Conf{}}
 	argv := []string{r.o.Binary, "run"}
+	env = append(slices.Clone(env), r.o.NodeEnv...)
+	wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
+	defer cancel()
+	// When keepalived runs on each node: its master-down timers start
+	// then, so that is where a convergence's VRRP limit starts too.
+	kaStart := make([]time.Time, len(r.c.Nodes))
+	var watching sync.WaitGroup
+	defer watching.Wait()
 	began := time.Now()
-	for _, n := range r.c.Nodes {
+	for i, n := range r.c.Nodes {
 		out := lab.NewOutput(r.prefixed(n))
 		p, err := n.Start(ctx, argv, env, out)
 		if err != nil {
@@ -307,9 +332,12 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 		}
 		f.procs = append(f.procs, p)
 		f.outs = append(f.outs, out)
+		watching.Go(func() {
+			if st, err := WatchStartup(wctx, p.Pid, comm, configPath, time.Millisecond); err == nil {
+				kaStart[i] = st.Keepalived
+			}
+		})
 	}
-	wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
-	defer cancel()
 	st, err := r.w.WaitSettled(wctx, r.o.Poll, settle(env), vips, func() error {
 		for i, p := range f.procs {
 			if p.Exited() {
@@ -318,6 +346,10 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 			}
 		}
 		return nil
+	}, func(s Snapshot, key string) {
+		if len(vips) <= 3 {
+			r.o.Log.Debug("holders", "after", s.At.Sub(began).Round(time.Millisecond), "holders", key)
+		}
 	})
 	if err != nil {
 		r.stop(f)
@@ -341,10 +373,15 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 		// The VRRP limit of a first convergence: instances start as
 		// backups (the track script has not passed yet), so the top node
 		// of each VIP takes it after its master-down interval.
+		watching.Wait()
 		var limit time.Duration
 		for _, v := range vips {
 			top, prio := topNode(f.confs, v)
-			limit = max(limit, f.confs[top].MasterDown(prio))
+			from := began
+			if i := slices.IndexFunc(r.c.Nodes, func(n *lab.Node) bool { return n.Name == top }); !kaStart[i].IsZero() {
+				from = kaStart[i]
+			}
+			limit = max(limit, from.Sub(began)+f.confs[top].MasterDown(prio))
 		}
 		r.add(row, Sample{Value: st.At.At.Sub(began), Limit: limit})
 		r.add(row+splitSuffix, Sample{Value: st.Split})
@@ -454,7 +491,7 @@ func (r *runner) move(ctx context.Context, f *fleet, holder *lab.Node, t0 time.T
 		if got := s.Holder(v, holder); got.Name != want[v] {
 			r.note("%s: %s went to %s, not to the best backup %s", row, v, got.Name, want[v])
 		}
-		r.o.Log.Info(row, "vip", v, "from", holder.Name, "to", s.Holder(v, holder).Name, "took", s.At.Sub(t0).Round(time.Microsecond), "limit", lims[v])
+		r.o.Log.Info(row, "vip", v, "from", holder.Name, "to", s.Holder(v, holder).Name, "took", s.At.Sub(t0).Round(time.Microsecond), "limit", lims[v], "longest_dump_gap", gap.Round(time.Microsecond))
 	}
 	return nil
 }
@@ -526,7 +563,7 @@ func (r *runner) startup(ctx context.Context) error {
 		return err
 	}
 	for _, n := range r.c.Nodes {
-		p, err := n.Start(ctx, []string{r.o.Binary, "run"}, Env(), r.prefixed(n))
+		p, err := n.Start(ctx, []string{r.o.Binary, "run"}, append(Env(), r.o.NodeEnv...), r.prefixed(n))
 		if err != nil {
 			return err
 		}
@@ -565,11 +602,12 @@ func (r *runner) scrapeFleet(ctx context.Context, f *fleet, rowLat, rowSize, row
 		return err
 	}
 	for _, p := range f.procs {
-		rss, err := RSS(p.Pid)
+		m, err := Memory(p.Pid)
 		if err != nil {
 			return err
 		}
-		r.addSize(rowRest, rss)
+		r.addSize(rowRest, m["VmRSS"])
+		r.o.Log.Info("entrypoint memory at rest", "node", p.Node().Name, "rss_kb", m["VmRSS"]>>10, "anon_kb", m["RssAnon"]>>10, "file_kb", m["RssFile"]>>10)
 	}
 	target := f.procs[0]
 	url := fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(target.Node().Addr4, 9650))
@@ -603,7 +641,8 @@ func (r *runner) scrapeFleet(ctx context.Context, f *fleet, rowLat, rowSize, row
 	if rowScraped != "" {
 		r.addSize(rowScraped, peak)
 	}
-	r.o.Log.Info("scraped", "url", url, "requests", len(res.Latencies), "p50", Median(res.Latencies), "bytes", res.Bytes, "rss_peak", peak)
+	m, _ := Memory(target.Pid)
+	r.o.Log.Info("scraped", "url", url, "requests", len(res.Latencies), "p50", Median(res.Latencies), "bytes", res.Bytes, "rss_peak_kb", peak>>10, "after_anon_kb", m["RssAnon"]>>10, "after_file_kb", m["RssFile"]>>10)
 	return nil
 }
 
@@ -614,7 +653,7 @@ func (r *runner) scale(ctx context.Context) error {
 	n := r.c.Nodes[0]
 	for range 3 {
 		cmd := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+n.Netns, "--", r.o.Binary, "render")
-		cmd.Env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+		cmd.Env = append(slices.Concat(env, r.o.NodeEnv), "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 		t0 := time.Now()
 		out, err := cmd.Output()
 		took := time.Since(t0)

@@ -11,24 +11,34 @@ import (
 
 // RSS returns VmRSS of pid in bytes.
 func RSS(pid int) (int64, error) {
+	m, err := Memory(pid)
+	return m["VmRSS"], err
+}
+
+// Memory returns the kB fields of /proc/<pid>/status (VmRSS, RssAnon,
+// RssFile, VmHWM...) in bytes.
+func Memory(pid int) (map[string]int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	m := map[string]int64{}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("/proc/%d/status: unexpected VmRSS line %q", pid, line)
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: %w", pid, err)
-			}
-			return kb << 10, nil
+		name, rest, ok := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
 		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/status: %q: %w", pid, line, err)
+		}
+		m[name] = kb << 10
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS (a zombie?)", pid)
+	if _, ok := m["VmRSS"]; !ok {
+		return nil, fmt.Errorf("/proc/%d/status: no VmRSS (a zombie?)", pid)
+	}
+	return m, nil
 }
 
 // Startup is when a started entrypoint reached each step, measured by

@@ -170,10 +170,10 @@ type Settled struct {
 // cluster that just started can show one holder per VIP for a moment while
 // nodes whose timers ran out together still sort out who is master; hold
 // lets that pass.
-func (w *Watcher) WaitSettled(ctx context.Context, interval, hold time.Duration, vips []netip.Addr, ok func() error) (Settled, error) {
+func (w *Watcher) WaitSettled(ctx context.Context, interval, hold time.Duration, vips []netip.Addr, ok func() error, changed func(Snapshot, string)) (Settled, error) {
 	var st Settled
 	var since, prev Snapshot
-	var sinceKey string
+	var sinceKey, prevKey string
 	for {
 		s, err := w.Snapshot()
 		if err != nil {
@@ -191,6 +191,10 @@ func (w *Watcher) WaitSettled(ctx context.Context, interval, hold time.Duration,
 			return st, err
 		}
 		key := s.key(vips)
+		if key != prevKey {
+			changed(s, key)
+			prevKey = key
+		}
 		switch {
 		case !s.OneHolder(vips):
 			since, sinceKey = Snapshot{}, ""

@@ -24,14 +24,15 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(log); err != nil {
+	level := new(slog.LevelVar)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := run(log, level); err != nil {
 		log.Error("bench failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger) error {
+func run(log *slog.Logger, level *slog.LevelVar) error {
 	rounds := flag.Int("rounds", 5, "rounds of each failover measurement")
 	quick := flag.Bool("quick", false, "smoke test: 1 round, short scrape, no scale rows")
 	scale := flag.Bool("scale", true, "add the 254-VIP scale rows")
@@ -39,7 +40,14 @@ func run(log *slog.Logger) error {
 	scrapeFor := flag.Duration("scrape-for", 3*time.Second, "how long the scrapers run")
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, scrape, scale (default all)")
+	var nodeEnv envList
+	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
+	debug := flag.Bool("debug", false, "log every change of the VIP holders while a fleet converges")
 	flag.Parse()
+	if *debug {
+		level.Set(slog.LevelDebug)
+	}
 	if *quick {
 		*rounds, *scale, *scrapeFor = 1, false, time.Second
 	}
@@ -67,6 +75,10 @@ func run(log *slog.Logger) error {
 	}
 
 	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, Poll: *poll, Log: log}
+	if *only != "" {
+		o.Phases = strings.Split(*only, ",")
+	}
+	o.NodeEnv = nodeEnv
 	if *verbose {
 		o.NodeOut = os.Stderr
 	}
@@ -126,4 +138,17 @@ func firstLine(b []byte, err error) string {
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return line
+}
+
+// envList collects repeated -node-env flags.
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, " ") }
+
+func (e *envList) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("%q: want KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
 }
