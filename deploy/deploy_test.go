@@ -1,0 +1,673 @@
+// Package deploy_test checks the manifests under deploy/: every YAML file
+// decodes strictly into its Kubernetes (or kustomize) type, every
+// kustomization builds with krusty, the built workloads have what an
+// ipfailover pod needs, and every variable name a manifest or the README
+// mentions is one the program reads.
+package deploy_test
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ipfailover/ipfailover/config"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	namespace   = "ipfailover"
+	configMap   = "ipfailover-config"
+	metricsPort = 9650
+	image       = "ipfailover:latest"
+	cleanupPath = "/var/lib/ipfailover/keepalived/remove-failover.sh"
+)
+
+// podMonitor is the part of prometheus-operator's PodMonitor the manifests
+// use; strict decoding rejects any other field.
+type podMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
+// newObject returns an empty typed object for apiVersion/kind, or an error
+// for a kind no manifest here should have.
+func newObject(apiVersion, kind string) (any, error) {
+	switch apiVersion + "/" + kind {
+	case "v1/Namespace":
+		return &corev1.Namespace{}, nil
+	case "v1/ServiceAccount":
+		return &corev1.ServiceAccount{}, nil
+	case "v1/ConfigMap":
+		return &corev1.ConfigMap{}, nil
+	case "v1/Service":
+		return &corev1.Service{}, nil
+	case "apps/v1/Deployment":
+		return &appsv1.Deployment{}, nil
+	case "apps/v1/DaemonSet":
+		return &appsv1.DaemonSet{}, nil
+	case "batch/v1/Job":
+		return &batchv1.Job{}, nil
+	case "rbac.authorization.k8s.io/v1/Role":
+		return &rbacv1.Role{}, nil
+	case "rbac.authorization.k8s.io/v1/RoleBinding":
+		return &rbacv1.RoleBinding{}, nil
+	case "monitoring.coreos.com/v1/PodMonitor":
+		return &podMonitor{}, nil
+	case "kustomize.config.k8s.io/v1beta1/Kustomization",
+		"kustomize.config.k8s.io/v1alpha1/Component":
+		return &types.Kustomization{}, nil
+	}
+	return nil, fmt.Errorf("unexpected apiVersion %q kind %q", apiVersion, kind)
+}
+
+// decodeStrict decodes one YAML document into its typed object: unknown
+// fields, duplicate fields and wrong types are errors.
+func decodeStrict(doc []byte) (any, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		return nil, fmt.Errorf("reading apiVersion and kind: %w", err)
+	}
+	obj, err := newObject(tm.APIVersion, tm.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", tm.Kind, err)
+	}
+	return obj, nil
+}
+
+// documents splits a YAML stream on "---" lines, dropping empty documents.
+func documents(data []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range regexp.MustCompile(`(?m)^---[ \t]*$`).Split(string(data), -1) {
+		if strings.TrimSpace(regexp.MustCompile(`(?m)^[ \t]*#.*$`).ReplaceAllString(d, "")) != "" {
+			docs = append(docs, []byte(d))
+		}
+	}
+	return docs
+}
+
+// files returns the paths under deploy/ whose names end in one of exts.
+func files(t *testing.T, exts ...string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && slices.Contains(exts, filepath.Ext(path)) {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %v files under deploy/", exts)
+	}
+	return out
+}
+
+func TestManifestsDecodeStrictly(t *testing.T) {
+	for _, path := range files(t, ".yaml", ".yml") {
+		t.Run(path, func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs := documents(data)
+			if len(docs) == 0 {
+				t.Fatal("no YAML document")
+			}
+			for i, doc := range docs {
+				if _, err := decodeStrict(doc); err != nil {
+					t.Errorf("document %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeStrictRejects shows the decoder used above can fail.
+func TestDecodeStrictRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+	}{
+		{name: "unknown field", doc: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replica: 2}\n"},
+		{name: "wrong type", doc: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: two}\n"},
+		{name: "duplicate field", doc: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {A: a, A: b}\n"},
+		{name: "pod field misplaced", doc: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      privileged: true\n"},
+		{name: "unknown kind", doc: "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n"},
+		{name: "unknown kustomization field", doc: "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresource: [a.yaml]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := decodeStrict([]byte(tt.doc)); err == nil {
+				t.Errorf("decodeStrict(%q) = nil error, want one", tt.doc)
+			}
+		})
+	}
+}
+
+// built is the strictly decoded output of one kustomization.
+type built struct {
+	deployments  []*appsv1.Deployment
+	daemonSets   []*appsv1.DaemonSet
+	jobs         []*batchv1.Job
+	configMaps   map[string]*corev1.ConfigMap
+	accounts     map[string]*corev1.ServiceAccount
+	services     []*corev1.Service
+	roles        map[string]*rbacv1.Role
+	roleBindings []*rbacv1.RoleBinding
+	podMonitors  []*podMonitor
+	namespaces   []*corev1.Namespace
+	// namespaced lists "Kind/name" with each object's namespace.
+	namespaced map[string]string
+}
+
+func build(t *testing.T, dir string) *built {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	b := &built{
+		configMaps: map[string]*corev1.ConfigMap{},
+		accounts:   map[string]*corev1.ServiceAccount{},
+		roles:      map[string]*rbacv1.Role{},
+		namespaced: map[string]string{},
+	}
+	for _, r := range m.Resources() {
+		doc, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := decodeStrict(doc)
+		if err != nil {
+			t.Fatalf("%s: built %s/%s: %v", dir, r.GetKind(), r.GetName(), err)
+		}
+		if r.GetKind() != "Namespace" {
+			b.namespaced[r.GetKind()+"/"+r.GetName()] = r.GetNamespace()
+		}
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			b.deployments = append(b.deployments, o)
+		case *appsv1.DaemonSet:
+			b.daemonSets = append(b.daemonSets, o)
+		case *batchv1.Job:
+			b.jobs = append(b.jobs, o)
+		case *corev1.ConfigMap:
+			b.configMaps[o.Name] = o
+		case *corev1.ServiceAccount:
+			b.accounts[o.Name] = o
+		case *corev1.Service:
+			b.services = append(b.services, o)
+		case *rbacv1.Role:
+			b.roles[o.Name] = o
+		case *rbacv1.RoleBinding:
+			b.roleBindings = append(b.roleBindings, o)
+		case *podMonitor:
+			b.podMonitors = append(b.podMonitors, o)
+		case *corev1.Namespace:
+			b.namespaces = append(b.namespaces, o)
+		default:
+			t.Fatalf("%s: unexpected object %T in the build", dir, obj)
+		}
+	}
+	return b
+}
+
+// workload returns the single workload's pod template and labels.
+func (b *built) workload(t *testing.T) (kind string, tmpl corev1.PodTemplateSpec) {
+	t.Helper()
+	switch {
+	case len(b.deployments) == 1 && len(b.daemonSets) == 0:
+		return "Deployment", b.deployments[0].Spec.Template
+	case len(b.daemonSets) == 1 && len(b.deployments) == 0:
+		return "DaemonSet", b.daemonSets[0].Spec.Template
+	}
+	t.Fatalf("want exactly one Deployment or DaemonSet, got %d and %d", len(b.deployments), len(b.daemonSets))
+	return "", corev1.PodTemplateSpec{}
+}
+
+// kustomizations returns the directories that hold a Kustomization (not a
+// Component).
+func kustomizations(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	for _, path := range files(t, ".yaml") {
+		if filepath.Base(path) != "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(data, &tm); err != nil {
+			t.Fatal(err)
+		}
+		if tm.Kind == "Kustomization" {
+			dirs = append(dirs, filepath.Dir(path))
+		}
+	}
+	return dirs
+}
+
+func TestEveryKustomizationBuilds(t *testing.T) {
+	want := []string{"base", "cleanup", "overlays/daemonset", "overlays/kubernetes",
+		"overlays/kubernetes-podmonitor", "overlays/openshift"}
+	got := kustomizations(t)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kustomizations (-want +got):\n%s", diff)
+	}
+	for _, dir := range got {
+		t.Run(dir, func(t *testing.T) {
+			b := build(t, dir)
+			for obj, ns := range b.namespaced {
+				if ns != namespace {
+					t.Errorf("%s in namespace %q, want %q", obj, ns, namespace)
+				}
+			}
+			if dir == "cleanup" {
+				checkCleanup(t, b)
+				return
+			}
+			checkWorkload(t, b)
+		})
+	}
+}
+
+// container returns the pod's single container.
+func container(t *testing.T, spec corev1.PodSpec) corev1.Container {
+	t.Helper()
+	if len(spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(spec.Containers))
+	}
+	return spec.Containers[0]
+}
+
+func privileged(c corev1.Container) bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+}
+
+// envFromConfig reports whether c takes its environment from ipfailover-config.
+func envFromConfig(c corev1.Container) bool {
+	for _, e := range c.EnvFrom {
+		if e.ConfigMapRef != nil && e.ConfigMapRef.Name == configMap {
+			return true
+		}
+	}
+	return false
+}
+
+// hostPaths maps mount paths to the host paths mounted there.
+func hostPaths(spec corev1.PodSpec, c corev1.Container) map[string]string {
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+	}
+	out := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		if v, ok := vols[m.Name]; ok && v.HostPath != nil {
+			out[m.MountPath] = v.HostPath.Path
+		}
+	}
+	return out
+}
+
+func checkProbe(t *testing.T, name string, p *corev1.Probe, path string) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil {
+		t.Errorf("%s: want an httpGet probe on %s, got %+v", name, path, p)
+		return
+	}
+	if p.HTTPGet.Path != path || p.HTTPGet.Port.IntValue() != metricsPort {
+		t.Errorf("%s: probe %s on port %s, want %s on %d", name, p.HTTPGet.Path, p.HTTPGet.Port.String(), path, metricsPort)
+	}
+}
+
+func checkWorkload(t *testing.T, b *built) {
+	kind, tmpl := b.workload(t)
+	spec := tmpl.Spec
+	c := container(t, spec)
+	if !spec.HostNetwork {
+		t.Errorf("%s: hostNetwork is false", kind)
+	}
+	if !privileged(c) {
+		t.Errorf("%s: container is not privileged", kind)
+	}
+	if c.Image != image {
+		t.Errorf("%s: image %q, want %q", kind, c.Image, image)
+	}
+	checkProbe(t, kind+" liveness", c.LivenessProbe, "/healthz")
+	checkProbe(t, kind+" readiness", c.ReadinessProbe, "/readyz")
+	if !envFromConfig(c) {
+		t.Errorf("%s: no envFrom configMapRef %s", kind, configMap)
+	}
+	cm, ok := b.configMaps[configMap]
+	if !ok {
+		t.Fatalf("ConfigMap %s missing from the build", configMap)
+	}
+	if cm.Data["OPENSHIFT_HA_VIRTUAL_IPS"] == "" {
+		t.Errorf("ConfigMap %s: OPENSHIFT_HA_VIRTUAL_IPS is required", configMap)
+	}
+	if got := cm.Data["OPENSHIFT_HA_METRICS_ADDRESS"]; got != fmt.Sprintf(":%d", metricsPort) {
+		t.Errorf("OPENSHIFT_HA_METRICS_ADDRESS = %q, the probes want :%d", got, metricsPort)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return p.Name == "metrics" && p.ContainerPort == metricsPort && p.HostPort == metricsPort
+	}) {
+		t.Errorf("%s: no container port metrics %d (hostPort %d)", kind, metricsPort, metricsPort)
+	}
+	wantHost := map[string]string{"/lib/modules": "/lib/modules", "/etc/sysconfig": "/etc/sysconfig"}
+	if diff := cmp.Diff(wantHost, hostPaths(spec, c)); diff != "" {
+		t.Errorf("%s: host paths (-want +got):\n%s", kind, diff)
+	}
+	checkScriptVolume(t, b, spec, c)
+	if _, ok := b.accounts[spec.ServiceAccountName]; !ok {
+		t.Errorf("%s: ServiceAccount %q missing from the build", kind, spec.ServiceAccountName)
+	}
+	for _, d := range b.deployments {
+		checkDeployment(t, d, cm)
+	}
+	for _, s := range b.services {
+		checkService(t, s, tmpl.Labels)
+	}
+	for _, pm := range b.podMonitors {
+		if !selects(pm.Spec.Selector.MatchLabels, tmpl.Labels) {
+			t.Errorf("PodMonitor %s selects %v, the pods have %v", pm.Name, pm.Spec.Selector.MatchLabels, tmpl.Labels)
+		}
+		if len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Port != "metrics" ||
+			pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" {
+			t.Errorf("PodMonitor %s endpoints %+v, want port metrics path /metrics", pm.Name, pm.Spec.PodMetricsEndpoints)
+		}
+	}
+	if len(b.roleBindings) > 0 {
+		checkSCC(t, b, spec.ServiceAccountName)
+	}
+}
+
+func checkScriptVolume(t *testing.T, b *built, spec corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/etc/keepalive" })
+	if i < 0 {
+		t.Errorf("nothing mounted at /etc/keepalive")
+		return
+	}
+	j := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+	if j < 0 || spec.Volumes[j].ConfigMap == nil {
+		t.Errorf("/etc/keepalive is not a ConfigMap volume")
+		return
+	}
+	v := spec.Volumes[j].ConfigMap
+	if v.DefaultMode == nil || *v.DefaultMode != 0o755 {
+		t.Errorf("/etc/keepalive defaultMode %v, want 0755", v.DefaultMode)
+	}
+	cm, ok := b.configMaps[v.Name]
+	if !ok {
+		t.Errorf("check-script ConfigMap %q missing from the build", v.Name)
+		return
+	}
+	for name, script := range cm.Data {
+		if !strings.HasPrefix(script, "#!") {
+			t.Errorf("check script %s does not start with #!", name)
+		}
+	}
+}
+
+func checkDeployment(t *testing.T, d *appsv1.Deployment, cm *corev1.ConfigMap) {
+	t.Helper()
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("Deployment strategy %q, want Recreate", d.Spec.Strategy.Type)
+	}
+	if d.Spec.Replicas == nil || fmt.Sprint(*d.Spec.Replicas) != cm.Data["OPENSHIFT_HA_REPLICA_COUNT"] {
+		t.Errorf("Deployment replicas %v, OPENSHIFT_HA_REPLICA_COUNT %q: must be equal", d.Spec.Replicas, cm.Data["OPENSHIFT_HA_REPLICA_COUNT"])
+	}
+	labels := d.Spec.Template.Labels
+	if !selects(d.Spec.Selector.MatchLabels, labels) {
+		t.Errorf("Deployment selector %v does not select its pods %v", d.Spec.Selector.MatchLabels, labels)
+	}
+	a := d.Spec.Template.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Fatalf("Deployment: want one required pod anti-affinity term, got %+v", a)
+	}
+	term := a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
+	if term.TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("anti-affinity topologyKey %q, want kubernetes.io/hostname", term.TopologyKey)
+	}
+	if term.LabelSelector == nil || !selects(term.LabelSelector.MatchLabels, labels) {
+		t.Errorf("anti-affinity selector %v does not select the pods %v", term.LabelSelector, labels)
+	}
+}
+
+func checkService(t *testing.T, s *corev1.Service, podLabels map[string]string) {
+	t.Helper()
+	if s.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service %s: clusterIP %q, want None (headless)", s.Name, s.Spec.ClusterIP)
+	}
+	if !selects(s.Spec.Selector, podLabels) {
+		t.Errorf("Service %s selects %v, the pods have %v", s.Name, s.Spec.Selector, podLabels)
+	}
+	if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != metricsPort {
+		t.Errorf("Service %s ports %+v, want %d", s.Name, s.Spec.Ports, metricsPort)
+	}
+}
+
+func checkSCC(t *testing.T, b *built, account string) {
+	t.Helper()
+	granted := map[string]bool{}
+	for _, rb := range b.roleBindings {
+		bound := slices.ContainsFunc(rb.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == rbacv1.ServiceAccountKind && s.Name == account && subjectNamespace(rb, s) == namespace
+		})
+		role, ok := b.roles[rb.RoleRef.Name]
+		if !bound || rb.RoleRef.Kind != "Role" || !ok {
+			t.Errorf("RoleBinding %s: subjects %+v roleRef %+v, want ServiceAccount %s/%s bound to a Role in the build",
+				rb.Name, rb.Subjects, rb.RoleRef, namespace, account)
+			continue
+		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, "security.openshift.io") && slices.Contains(r.Resources, "securitycontextconstraints") &&
+				slices.Contains(r.Verbs, "use") {
+				for _, n := range r.ResourceNames {
+					granted[n] = true
+				}
+			}
+		}
+	}
+	if !granted["privileged"] || !granted["hostnetwork"] {
+		t.Errorf("SCCs usable by %s: %v, want privileged and hostnetwork", account, granted)
+	}
+}
+
+func checkCleanup(t *testing.T, b *built) {
+	if len(b.jobs) != 1 || len(b.deployments)+len(b.daemonSets) != 0 {
+		t.Fatalf("cleanup: want exactly one Job and no workload, got %d jobs", len(b.jobs))
+	}
+	if len(b.configMaps) != 0 {
+		t.Errorf("cleanup must use the deployment's ConfigMap, not bring its own: %v", b.configMaps)
+	}
+	j := b.jobs[0]
+	spec := j.Spec.Template.Spec
+	c := container(t, spec)
+	if !spec.HostNetwork {
+		t.Error("Job: hostNetwork is false")
+	}
+	if !privileged(c) {
+		t.Error("Job: container is not privileged")
+	}
+	if !envFromConfig(c) {
+		t.Errorf("Job: no envFrom configMapRef %s", configMap)
+	}
+	if spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("Job: restartPolicy %q, want Never", spec.RestartPolicy)
+	}
+	if got := spec.NodeSelector["kubernetes.io/hostname"]; got == "" {
+		t.Errorf("Job: no kubernetes.io/hostname nodeSelector: %v", spec.NodeSelector)
+	}
+	if diff := cmp.Diff([]string{cleanupPath}, c.Command); diff != "" {
+		t.Errorf("Job command (-want +got):\n%s", diff)
+	}
+	if c.Image != image {
+		t.Errorf("Job: image %q, want %q", c.Image, image)
+	}
+	if got := hostPaths(spec, c)["/lib/modules"]; got != "/lib/modules" {
+		t.Errorf("Job: /lib/modules mounted from %q", got)
+	}
+	// The placeholder, once replaced by a node name, makes valid names.
+	node := "worker-0.example.internal"
+	name := strings.ReplaceAll(j.Name, "NODE_NAME", node)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || name == j.Name {
+		t.Errorf("Job name %q with NODE_NAME=%s: %v", j.Name, node, errs)
+	}
+	if sel := strings.ReplaceAll(spec.NodeSelector["kubernetes.io/hostname"], "NODE_NAME", node); sel != node {
+		t.Errorf("nodeSelector %q is not the NODE_NAME placeholder", spec.NodeSelector["kubernetes.io/hostname"])
+	}
+}
+
+// subjectNamespace is the namespace RBAC gives a ServiceAccount subject:
+// its own, or, when empty, the RoleBinding's.
+func subjectNamespace(rb *rbacv1.RoleBinding, s rbacv1.Subject) string {
+	if s.Namespace == "" {
+		return rb.Namespace
+	}
+	return s.Namespace
+}
+
+// selects reports whether every selector label is on the object.
+func selects(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestDaemonSetKeepsTheDeploymentsPod: the daemonset overlay repeats the
+// base pod; only scheduling (anti-affinity) may differ.
+func TestDaemonSetKeepsTheDeploymentsPod(t *testing.T) {
+	_, dep := build(t, "base").workload(t)
+	_, ds := build(t, "overlays/daemonset").workload(t)
+	dep.Spec.Affinity = nil
+	if diff := cmp.Diff(dep, ds); diff != "" {
+		t.Errorf("DaemonSet pod differs from the Deployment's (-deployment +daemonset):\n%s", diff)
+	}
+}
+
+// TestCleanupUsesTheWorkloadsConfig: the Job reads the ConfigMap the pods read.
+func TestCleanupUsesTheWorkloadsConfig(t *testing.T) {
+	_, tmpl := build(t, "base").workload(t)
+	job := build(t, "cleanup").jobs[0]
+	w, j := container(t, tmpl.Spec), container(t, job.Spec.Template.Spec)
+	if diff := cmp.Diff(w.EnvFrom, j.EnvFrom); diff != "" {
+		t.Errorf("envFrom (-workload +job):\n%s", diff)
+	}
+	if tmpl.Spec.ServiceAccountName != job.Spec.Template.Spec.ServiceAccountName {
+		t.Errorf("service accounts differ: %q and %q", tmpl.Spec.ServiceAccountName, job.Spec.Template.Spec.ServiceAccountName)
+	}
+}
+
+var variableName = regexp.MustCompile(`\b(?:OPENSHIFT_HA|HA|KEEPALIVED)_[A-Z0-9_]+`)
+
+// TestVariableNamesAreKnown: every variable a manifest, a comment or the
+// README names is one the program reads.
+func TestVariableNamesAreKnown(t *testing.T) {
+	known := config.Variables()
+	seen := 0
+	for _, path := range files(t, ".yaml", ".md") {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			for _, name := range variableName.FindAllString(string(line), -1) {
+				seen++
+				if !slices.Contains(known, name) {
+					t.Errorf("%s:%d: %s is not in config.Variables()", path, i+1, name)
+				}
+			}
+		}
+	}
+	// And what reaches the pods: ConfigMap keys and env names in every build.
+	for _, dir := range kustomizations(t) {
+		b := build(t, dir)
+		for _, cm := range b.configMaps {
+			if cm.Name != configMap {
+				continue
+			}
+			for k := range cm.Data {
+				seen++
+				if !slices.Contains(known, k) {
+					t.Errorf("%s: ConfigMap %s key %s is not in config.Variables()", dir, cm.Name, k)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no variable names found: the scan is broken")
+	}
+}
+
+// TestNamespaceOverride: a user's overlay that moves everything to another
+// namespace keeps the SCC binding pointed at the moved ServiceAccount.
+func TestNamespaceOverride(t *testing.T) {
+	overlay, err := filepath.Abs("overlays/openshift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: failover-b\nresources:\n  - %s\n", rel)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := build(t, dir)
+	for obj, ns := range b.namespaced {
+		if ns != "failover-b" {
+			t.Errorf("%s in namespace %q, want failover-b", obj, ns)
+		}
+	}
+	for _, rb := range b.roleBindings {
+		for _, s := range rb.Subjects {
+			if ns := subjectNamespace(rb, s); ns != "failover-b" {
+				t.Errorf("RoleBinding %s subject %s/%s, want namespace failover-b", rb.Name, ns, s.Name)
+			}
+		}
+	}
+}
