@@ -8,10 +8,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -317,14 +319,15 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 	env = append(slices.Clone(env), r.o.NodeEnv...)
 	wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
-	// When keepalived runs on each node: its master-down timers start
-	// then, so that is where a convergence's VRRP limit starts too.
-	kaStart := make([]time.Time, len(r.c.Nodes))
-	var watching sync.WaitGroup
-	defer watching.Wait()
+	// keepalived's instances enter BACKUP once the track script first
+	// passes: their master-down timers start then, and so does the VRRP
+	// limit of a convergence. The line's arrival time marks it.
+	outs := make([]*linePrefixer, len(r.c.Nodes))
 	began := time.Now()
 	for i, n := range r.c.Nodes {
-		out := lab.NewOutput(r.prefixed(n))
+		outs[i] = r.prefixed(n)
+		outs[i].mark = "Entering BACKUP STATE"
+		out := lab.NewOutput(outs[i])
 		p, err := n.Start(ctx, argv, env, out)
 		if err != nil {
 			r.stop(f)
@@ -332,11 +335,6 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 		}
 		f.procs = append(f.procs, p)
 		f.outs = append(f.outs, out)
-		watching.Go(func() {
-			if st, err := WatchStartup(wctx, p.Pid, comm, configPath, time.Millisecond); err == nil {
-				kaStart[i] = st.Keepalived
-			}
-		})
 	}
 	st, err := r.w.WaitSettled(wctx, r.o.Poll, settle(env), vips, func() error {
 		for i, p := range f.procs {
@@ -349,7 +347,20 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 	}, func(s Snapshot, key string) {
 		if len(vips) <= 3 {
 			r.o.Log.Debug("holders", "after", s.At.Sub(began).Round(time.Millisecond), "holders", key)
+			return
 		}
+		var one, none, split int
+		for _, v := range vips {
+			switch len(s.Holders(v)) {
+			case 0:
+				none++
+			case 1:
+				one++
+			default:
+				split++
+			}
+		}
+		r.o.Log.Debug("holders", "after", s.At.Sub(began).Round(time.Millisecond), "one_holder", one, "none", none, "several", split)
 	})
 	if err != nil {
 		r.stop(f)
@@ -371,15 +382,14 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 	}
 	if row != "" {
 		// The VRRP limit of a first convergence: instances start as
-		// backups (the track script has not passed yet), so the top node
-		// of each VIP takes it after its master-down interval.
-		watching.Wait()
+		// backups, so the top node of each VIP takes it one master-down
+		// interval after its instances started.
 		var limit time.Duration
 		for _, v := range vips {
 			top, prio := topNode(f.confs, v)
 			from := began
-			if i := slices.IndexFunc(r.c.Nodes, func(n *lab.Node) bool { return n.Name == top }); !kaStart[i].IsZero() {
-				from = kaStart[i]
+			if i := slices.IndexFunc(r.c.Nodes, func(n *lab.Node) bool { return n.Name == top }); !outs[i].marked().IsZero() {
+				from = outs[i].marked()
 			}
 			limit = max(limit, from.Sub(began)+f.confs[top].MasterDown(prio))
 		}
@@ -440,11 +450,12 @@ func (r *runner) reset(ctx context.Context, vips []netip.Addr) error {
 	return r.w.Release(vips)
 }
 
-func (r *runner) prefixed(n *lab.Node) io.Writer {
-	if r.o.NodeOut == nil {
-		return nil
+func (r *runner) prefixed(n *lab.Node) *linePrefixer {
+	w := r.o.NodeOut
+	if w == nil {
+		w = io.Discard
 	}
-	return &linePrefixer{w: r.o.NodeOut, prefix: n.Name + ": "}
+	return &linePrefixer{w: w, prefix: n.Name + ": "}
 }
 
 // move times the move of the VIPs that holder holds to other nodes from
@@ -471,17 +482,23 @@ func (r *runner) move(ctx context.Context, f *fleet, holder *lab.Node, t0 time.T
 		return fmt.Errorf("%s holds none of its VIPs", holder.Name)
 	}
 	seen := map[netip.Addr]Snapshot{}
+	// The uncertainty of a move's time is the gap between the last dump
+	// that did not show it and the first that did (t0 for the first dump).
+	last := t0
+	var gap time.Duration
 	wctx, cancel := context.WithTimeout(ctx, moveTimeout)
 	defer cancel()
-	_, gap, err := r.w.Wait(wctx, r.o.Poll, func(s Snapshot) bool {
+	_, _, err := r.w.Wait(wctx, r.o.Poll, func(s Snapshot) bool {
 		for _, v := range moving {
 			if _, ok := seen[v]; !ok && s.Holder(v, holder) != nil {
 				seen[v] = s
+				gap = max(gap, s.At.Sub(last))
+				r.sawResolution(s.At.Sub(last))
 			}
 		}
+		last = s.At
 		return len(seen) == len(moving)
 	})
-	r.sawResolution(gap)
 	if err != nil {
 		return fmt.Errorf("%s: waiting for %v to leave %s: %w", row, moving, holder.Name, err)
 	}
@@ -491,7 +508,7 @@ func (r *runner) move(ctx context.Context, f *fleet, holder *lab.Node, t0 time.T
 		if got := s.Holder(v, holder); got.Name != want[v] {
 			r.note("%s: %s went to %s, not to the best backup %s", row, v, got.Name, want[v])
 		}
-		r.o.Log.Info(row, "vip", v, "from", holder.Name, "to", s.Holder(v, holder).Name, "took", s.At.Sub(t0).Round(time.Microsecond), "limit", lims[v], "longest_dump_gap", gap.Round(time.Microsecond))
+		r.o.Log.Info(row, "vip", v, "from", holder.Name, "to", s.Holder(v, holder).Name, "took", s.At.Sub(t0).Round(time.Microsecond), "limit", lims[v], "resolution", gap.Round(time.Microsecond))
 	}
 	return nil
 }
@@ -530,6 +547,11 @@ func (r *runner) failedCheck(ctx context.Context, vips []netip.Addr, vip netip.A
 	}
 	defer r.stop(f)
 	holder := f.at.Holder(vip)
+	// A service fails at any moment of the check's period: act at a
+	// random phase, not at a fixed delay after the start.
+	if err := randomPhase(ctx, f.confs[holder.Name].CheckInterval); err != nil {
+		return err
+	}
 	svc := r.svc[holder]
 	delete(r.svc, holder)
 	t0 := time.Now()
@@ -544,6 +566,10 @@ func (r *runner) crash(ctx context.Context, env []string, vips []netip.Addr, vip
 	}
 	defer r.stop(f)
 	holder := f.at.Holder(vip)
+	// A node dies at any moment of the advert period.
+	if err := randomPhase(ctx, f.confs[holder.Name].AdvertInt); err != nil {
+		return err
+	}
 	r.crashed[holder] = true
 	t0 := time.Now()
 	if err := holder.Crash(); err != nil {
@@ -678,6 +704,14 @@ func (r *runner) scale(ctx context.Context) error {
 	return r.scrapeFleet(ctx, f, rowScaleScrape, rowScaleSize, rowScaleRSS, "", r.o.ScrapeFor/2)
 }
 
+// randomPhase sleeps a random time in [0, period).
+func randomPhase(ctx context.Context, period time.Duration) error {
+	if period <= 0 {
+		return nil
+	}
+	return sleep(ctx, rand.N(period))
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
@@ -695,12 +729,21 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// linePrefixer writes whole lines with a prefix.
+// linePrefixer writes whole lines with the time and a prefix, and notes
+// when the first line containing mark arrived.
 type linePrefixer struct {
 	mu      sync.Mutex
 	w       io.Writer
 	prefix  string
 	partial []byte
+	mark    string
+	markAt  time.Time
+}
+
+func (l *linePrefixer) marked() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.markAt
 }
 
 func (l *linePrefixer) Write(b []byte) (int, error) {
@@ -712,7 +755,13 @@ func (l *linePrefixer) Write(b []byte) (int, error) {
 		if i < 0 {
 			return len(b), nil
 		}
-		if _, err := l.w.Write(append([]byte(l.prefix), l.partial[:i+1]...)); err != nil {
+		// Arrival time in ms: keepalived's own timestamps have seconds.
+		now := time.Now()
+		if l.mark != "" && l.markAt.IsZero() && bytes.Contains(l.partial[:i+1], []byte(l.mark)) {
+			l.markAt = now
+		}
+		line := append([]byte(now.Format("15:04:05.000 ")+l.prefix), l.partial[:i+1]...)
+		if _, err := l.w.Write(line); err != nil {
 			return len(b), err
 		}
 		l.partial = l.partial[i+1:]

@@ -179,7 +179,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\ncommit %s%s, %s, %d rounds, %s, %d CPUs, kernel %s, %s\n",
 		rep.Commit, map[bool]string{true: " (dirty)"}[rep.Dirty], rep.Date.Format(time.RFC3339), rep.Rounds, rep.Keepaliv, rep.CPUs, rep.Kernel, rep.Go)
-	fmt.Fprintf(w, "VIP times: netlink address dumps of every node every %s from the action; resolution (longest gap between dumps) %s\n",
+	fmt.Fprintf(w, "VIP times: netlink address dumps of every node every %s from the action; resolution %s (the longest gap between the last dump without the move and the first with it)\n",
 		format(rep.PollInterval, Seconds), format(rep.Resolution, Seconds))
 	for _, r := range rep.Rows {
 		if r.LimitRule != "" || r.Note != "" {

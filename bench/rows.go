@@ -26,10 +26,10 @@ func (r *runner) rows() []Row {
 	r.crashBound(crash, r.samples[rowCrash])
 	fast := t(rowCrashFast, "3 × 0.1 s + the best backup's skew (VRRPv3: scaled by advert_int)", "")
 	r.crashBound(fast, r.samples[rowCrashFast])
-	conv := "until every VIP has had the same single holder for 1.5 advert intervals; limit: from the start of the fleet to keepalived running on each VIP's top node, + 3 × advert_int + its skew (instances start as backups until the track script passes)"
-	t(rowConverge, "keepalived start + 3 × advert_int + the top node's skew", shippedConverge).Note = conv
+	conv := "until every VIP has had the same single holder for 1.5 advert intervals; limit: from the start of the fleet to the top node's instances entering BACKUP (keepalived's line, as it arrives), + 3 × advert_int + its skew"
+	t(rowConverge, "top node in BACKUP + 3 × advert_int + its skew", shippedConverge).Note = conv
 	t(rowConverge+splitSuffix, "", "").Note = "time, by the dumps, in which some VIP was on two nodes during a first convergence"
-	t(rowConvFast, "keepalived start + 3 × 0.1 s + the top node's skew", "")
+	t(rowConvFast, "top node in BACKUP + 3 × 0.1 s + its skew", "")
 	t(rowConvFast+splitSuffix, "", "")
 	cfg := t(rowConfig, "", "")
 	cfg.Note = fmt.Sprintf("polled /proc every 0.2 ms, resolution %s", r.startRes.Round(time.Microsecond))
@@ -42,7 +42,7 @@ func (r *runner) rows() []Row {
 	if len(r.samples[rowRender]) > 0 || len(r.samples[rowScaleConv]) > 0 {
 		t(rowRender, "", "")
 		rows[len(rows)-1].Note = "wall time of `ipfailover render` in a node (process start included)"
-		t(rowScaleConv, "keepalived start + 3 × advert_int + the top node's skew", "")
+		t(rowScaleConv, "top node in BACKUP + 3 × advert_int + its skew", "")
 		t(rowScaleConv+splitSuffix, "", "")
 		t(rowScaleScrape, "", "")
 		size(rowScaleSize, KB, "")

@@ -40,6 +40,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	scrapeFor := flag.Duration("scrape-for", 3*time.Second, "how long the scrapers run")
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
+	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
 	only := flag.String("only", "", "comma-separated phases to run: startup, failover, scrape, scale (default all)")
 	var nodeEnv envList
 	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
@@ -66,12 +67,25 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "ipfailover")
 	commit, dirty := gitCommit(ctx)
-	log.Info("building", "binary", bin, "commit", commit)
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+commit, "-o", bin, "./cmd/ipfailover")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building ./cmd/ipfailover: %w", err)
+	if *binary != "" {
+		// Copied under the name the startup watch looks for.
+		b, err := os.ReadFile(*binary)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			return err
+		}
+		commit, dirty = "binary "+*binary, false
+	} else {
+		log.Info("building", "binary", bin, "commit", commit)
+		// As `make build` does: static, stripped.
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+commit, "-o", bin, "./cmd/ipfailover")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building ./cmd/ipfailover: %w", err)
+		}
 	}
 
 	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, Poll: *poll, Log: log}
