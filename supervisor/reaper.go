@@ -34,10 +34,17 @@ type Reaper struct {
 }
 
 // NewReaper returns a Reaper that logs to logger (slog.Default() when nil).
-// Nothing happens until Run is called.
+// Unless this process is PID 1 it makes it a child subreaper right away, so
+// that orphans created before Run starts are adopted too; reaping starts with
+// Run.
 func NewReaper(logger *slog.Logger) *Reaper {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if os.Getpid() != 1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			logger.Warn("cannot become a child subreaper; orphans will not be reaped here", "error", err)
+		}
 	}
 	return &Reaper{
 		logger:   logger,
@@ -47,14 +54,8 @@ func NewReaper(logger *slog.Logger) *Reaper {
 	}
 }
 
-// Run makes this process a child subreaper (unless it is PID 1) and reaps
-// zombies on every SIGCHLD until ctx is done.
+// Run reaps zombies now and on every SIGCHLD until ctx is done.
 func (r *Reaper) Run(ctx context.Context) {
-	if os.Getpid() != 1 {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			r.logger.Warn("cannot become a child subreaper; orphans will not be reaped here", "error", err)
-		}
-	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGCHLD)
 	defer signal.Stop(sigs)

@@ -1,7 +1,7 @@
 // Command fakekeepalived stands in for keepalived in the supervisor's tests.
 // It appends what happens to it to $FAKE_KEEPALIVED_DIR/events, one line per
-// event ("start <pid> <argv as JSON>", "signal <pid> <name>",
-// "grandchild <pid>", "exit <pid> <code>"), and reads its behaviour from
+// event ("start <pid> <argv as JSON>", "running <pid>" once it stays up,
+// "signal <pid> <name>", "grandchild <pid>", "exit <pid> <code>"), and reads its behaviour from
 // files in that directory at each start:
 //
 //	stdout, stderr   written to the streams verbatim at start
@@ -35,13 +35,13 @@ func main() {
 		grandchild()
 		return
 	}
+	pid := os.Getpid()
 	// Catch signals before announcing the start, so none is missed.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	if exists(dir, "ignore-term") {
 		signal.Ignore(syscall.SIGTERM)
 	}
-	pid := os.Getpid()
 	argv, _ := json.Marshal(os.Args)
 	for i, a := range os.Args {
 		if a == "-p" && i+1 < len(os.Args) {
@@ -58,7 +58,8 @@ func main() {
 		exe, err := os.Executable()
 		must(err)
 		p, err := os.StartProcess(exe, []string{exe}, &os.ProcAttr{
-			Env:   append(os.Environ(), "FAKE_KEEPALIVED_ROLE=grandchild"),
+			Env: append(os.Environ(), "FAKE_KEEPALIVED_ROLE=grandchild",
+				"FAKE_KEEPALIVED_PARENT="+strconv.Itoa(pid)),
 			Files: []*os.File{nil, os.Stdout, os.Stderr},
 		})
 		must(err)
@@ -71,6 +72,7 @@ func main() {
 		event(dir, "exit %d %d", pid, code)
 		os.Exit(code)
 	}
+	event(dir, "running %d", pid)
 	for sig := range sigs {
 		name := strings.ToUpper(sig.(syscall.Signal).String())
 		event(dir, "signal %d %s", pid, name)
@@ -90,7 +92,8 @@ func main() {
 // grandchild waits until its parent is gone, then exits (becoming a zombie
 // of whoever adopted it).
 func grandchild() {
-	parent := os.Getppid()
+	parent, err := strconv.Atoi(os.Getenv("FAKE_KEEPALIVED_PARENT"))
+	must(err)
 	for os.Getppid() == parent {
 		time.Sleep(5 * time.Millisecond)
 	}
