@@ -225,6 +225,10 @@ func TestKeepalivedKilledComesBack(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		var nsPid int
 		s.waitFor("a live keepalived in the pid file", func() (bool, error) {
+			if p.Exited() {
+				code, _ := p.Wait(s.ctx)
+				return false, fmt.Errorf("ipfailover exited %d after %d keepalived kills", code, round-1)
+			}
 			pid, err := pidFile()
 			if err != nil || pid == last {
 				return false, nil
@@ -243,6 +247,10 @@ func TestKeepalivedKilledComesBack(t *testing.T) {
 		last = nsPid
 	}
 	s.waitFor("keepalived back after the last kill", func() (bool, error) {
+		if p.Exited() {
+			code, _ := p.Wait(s.ctx)
+			return false, fmt.Errorf("ipfailover exited %d after 3 keepalived kills", code)
+		}
 		pid, err := pidFile()
 		return err == nil && pid != last && alive(pid), nil
 	})
@@ -255,4 +263,52 @@ func TestKeepalivedKilledComesBack(t *testing.T) {
 	}
 	m := s.waitOne(vips4, nil)
 	t.Logf("after the kills: %s", m)
+}
+
+// TestCrashLoopExits: a keepalived that keeps dying (killed as soon as it
+// appears) ends ipfailover with a non-zero code, and the node is left with
+// none of the VIPs, so the pod shows the failure and the VIPs move.
+func TestCrashLoopExits(t *testing.T) {
+	s := newScenario(t)
+	f := s.fleet(env(vips4Env), vips4)
+	n := f.Holders[vips4[0]]
+	p := f.Proc(n)
+
+	kills := 0
+	s.waitFor("ipfailover to give up", func() (bool, error) {
+		if p.Exited() {
+			return true, nil
+		}
+		ks, err := p.Find("keepalived")
+		if err != nil {
+			return false, nil // exiting
+		}
+		for _, k := range ks {
+			if k.PPid == p.Pid && k.State != "Z" {
+				if syscall.Kill(k.Pid, syscall.SIGKILL) == nil {
+					kills++
+				}
+			}
+		}
+		return false, nil
+	})
+	code, err := p.Wait(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ipfailover on %s exited %d after %d keepalived kills", n.Name, code, kills)
+	if code == 0 {
+		t.Errorf("exit code 0 after a keepalived crash loop, want non-zero")
+	}
+	if left := held(t, n, vips4); len(left) > 0 {
+		t.Errorf("%s still has %v after giving up", n.Name, left)
+	}
+	s.waitOne(vips4, func(m lab.HolderMap) bool {
+		for _, h := range m {
+			if h == n {
+				return false
+			}
+		}
+		return true
+	})
 }

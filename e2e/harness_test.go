@@ -18,7 +18,7 @@ import (
 
 const (
 	// scenarioTimeout bounds one scenario; conditions are polled until it.
-	scenarioTimeout = 3 * time.Minute
+	scenarioTimeout = 2 * time.Minute
 	// monitorPort is where each node's httpd listens: the monitored port.
 	monitorPort = 8080
 	// settle is how long holders must stay put before a scenario acts on
