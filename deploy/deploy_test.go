@@ -658,6 +658,9 @@ func TestNamespaceOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := build(t, dir)
+	if len(b.namespaces) != 1 || b.namespaces[0].Name != "failover-b" {
+		t.Errorf("want the Namespace object renamed to failover-b, got %d of them", len(b.namespaces))
+	}
 	for obj, ns := range b.namespaced {
 		if ns != "failover-b" {
 			t.Errorf("%s in namespace %q, want failover-b", obj, ns)

@@ -59,8 +59,15 @@ make_base() {
 	log "debootstrap $SUITE (minbase) from $mirror"
 	debootstrap --variant=minbase "$SUITE" "$root" "$mirror" >/dev/null
 	apt_sources "$root" "$mirror"
-	# Smaller image: drop what debootstrap leaves in the caches.
-	rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+	# Smaller image, as slim Debian images do: no apt caches, no docs, man
+	# pages or translations (and dpkg told not to install them later).
+	printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+		'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' \
+		>"$root/etc/dpkg/dpkg.cfg.d/90-nodoc"
+	find "$root/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+	rm -rf "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/usr/share/locale/* \
+		"$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
+		"$root"/var/log/*.log "$root"/var/cache/debconf/*-old
 	tar --numeric-owner -C "$root" -c . |
 		"${PODMAN[@]}" import -q \
 			--change 'CMD ["/bin/bash"]' \

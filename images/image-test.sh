@@ -213,7 +213,7 @@ if mknode "$nsm" 192.0.2.3; then
 			fail "entrypoint: keepalived logs 'Entering MASTER STATE'" "$(logs | tail -n 30)"
 		fi
 		check "entrypoint: is PID 1 in its container" bash -c "podman --runtime '$RUNTIME' exec '$ctr' cat /proc/1/cmdline | tr '\0' ' ' | grep -q '^$BIN'"
-		check "entrypoint: keepalived runs as its child" bash -c "podman --runtime '$RUNTIME' exec '$ctr' pgrep -x keepalived"
+		check "entrypoint: keepalived runs in the container" bash -c "podman --runtime '$RUNTIME' exec '$ctr' pgrep -x keepalived"
 		vip=0
 		if wait_for 30 bash -c "ip -n '$nsm' -4 addr show dev veth0 | grep -q '192.0.2.120/'"; then
 			vip=1
