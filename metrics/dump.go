@@ -191,6 +191,15 @@ func (d *dumper) fetch(pid int) (*dump, error) {
 	}
 	defer w.close()
 
+	// A keepalived that has only just started has not set up its signal
+	// handling yet, and the default action of the dump signal is to kill
+	// the process: signal only once it blocks or catches the signal.
+	if ok, err := handlesSignal(pid, sig); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("keepalived pid %d is still starting (signal %d not handled yet)", pid, sig)
+	}
+
 	before, statErr := os.Stat(d.path)
 	deadline := time.Now().Add(d.timeout)
 	if err := syscall.Kill(pid, sig); err != nil {
@@ -214,7 +223,19 @@ func (d *dumper) fetch(pid int) (*dump, error) {
 			}
 			parseErr = err
 		}
-		ok, err := w.wait(deadline)
+		// Wake at least every 100 ms to notice a keepalived that died
+		// after the signal, instead of waiting out the whole deadline.
+		wake := time.Now().Add(100 * time.Millisecond)
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		ok, err := w.wait(wake)
+		if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(deadline) {
+			if syscall.Kill(pid, 0) != nil {
+				return nil, fmt.Errorf("keepalived pid %d exited before it wrote the dump", pid)
+			}
+			continue
+		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if parseErr != nil {
@@ -226,6 +247,28 @@ func (d *dumper) fetch(pid int) (*dump, error) {
 		}
 		evented = evented || ok
 	}
+}
+
+// handlesSignal reports whether pid blocks or catches sig, from the
+// SigBlk and SigCgt masks in /proc/<pid>/status. keepalived blocks its
+// signals and reads them from a signalfd, so SigBlk is the one that counts.
+func handlesSignal(pid int, sig syscall.Signal) (bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false, fmt.Errorf("keepalived pid %d: %w", pid, err)
+	}
+	bit := uint64(1) << (uint(sig) - 1)
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || name != "SigBlk" && name != "SigCgt" {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
+		if err == nil && mask&bit != 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // fresh reports whether the file at path differs from the one seen before the signal.
