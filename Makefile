@@ -45,9 +45,11 @@ lint:
 	$(GO) mod tidy -diff
 
 image:
+	./scripts/install-deps.sh image
 	IMAGE=$(IMAGE) VERSION=$(VERSION) ./images/build.sh
 
 image-test:
+	./scripts/install-deps.sh image
 	IMAGE=$(IMAGE) VERSION=$(VERSION) ./images/image-test.sh
 
 clean:

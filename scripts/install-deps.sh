@@ -12,6 +12,11 @@ command -v modprobe >/dev/null || need+=(kmod)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
 command -v make >/dev/null || need+=(make)
+if [[ ${1:-} == image ]]; then # make image, make image-test
+  command -v podman >/dev/null || need+=(podman)
+  [[ -x /usr/sbin/runc ]] || need+=(runc)
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+fi
 if ((${#need[@]})); then
   if [[ $(id -u) != 0 ]]; then
     echo "install-deps: need root to install: ${need[*]}" >&2
