@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests, the demo and the benchmarks use:
-# the real keepalived, iptables (nft backend), nftables, iproute2 and kmod.
+# the real keepalived, iptables (nft backend), nftables, iproute2 and kmod;
+# with the argument "image" also podman, runc and debootstrap.
 # Quiet and quick when everything is there already.
 set -euo pipefail
 need=()
