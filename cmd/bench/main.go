@@ -56,8 +56,11 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		return fmt.Errorf("the bench builds network namespaces: run it as root")
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// A closed pipe on stdout or stderr (| head) must not kill the bench
+	// before it removed its namespaces: writes fail instead.
+	signal.Ignore(syscall.SIGPIPE)
 
 	// The nodes mount their own tmpfs on /tmp, so the binary lives elsewhere.
 	dir, err := os.MkdirTemp("/var/tmp", "ipfailover-bench-")
