@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,7 +32,16 @@ func readConf(p *lab.Process) (keepalivedConf, error) {
 	if err != nil {
 		return keepalivedConf{}, fmt.Errorf("reading %s's keepalived.conf: %w", p.Node().Name, err)
 	}
-	c := keepalivedConf{text: string(b), instances: map[string]instanceConf{}}
+	c, err := parseConf(string(b))
+	if err != nil {
+		return c, fmt.Errorf("%s's keepalived.conf: %w", p.Node().Name, err)
+	}
+	return c, nil
+}
+
+// parseConf reads the priority and start state of every vrrp_instance.
+func parseConf(text string) (keepalivedConf, error) {
+	c := keepalivedConf{text: text, instances: map[string]instanceConf{}}
 	var name string
 	for line := range strings.SplitSeq(c.text, "\n") {
 		f := strings.Fields(line)
@@ -43,7 +53,7 @@ func readConf(p *lab.Process) (keepalivedConf, error) {
 		case f[0] == "priority":
 			pr, err := strconv.Atoi(f[1])
 			if err != nil {
-				return c, fmt.Errorf("%s's keepalived.conf: %s: priority %q", p.Node().Name, name, f[1])
+				return c, fmt.Errorf("%s: priority %q", name, f[1])
 			}
 			in := c.instances[name]
 			in.priority = pr
@@ -55,7 +65,7 @@ func readConf(p *lab.Process) (keepalivedConf, error) {
 		}
 	}
 	if len(c.instances) == 0 {
-		return c, fmt.Errorf("%s's keepalived.conf has no vrrp_instance", p.Node().Name)
+		return c, errors.New("no vrrp_instance")
 	}
 	return c, nil
 }

@@ -54,6 +54,11 @@ type demo struct {
 	home map[netip.Addr]*lab.Node
 	// rolled is the node whose pod step 4 stopped.
 	rolled *lab.Node
+	// stopped are the processes the demo stopped on purpose.
+	stopped map[*lab.Process]bool
+	// restarted is ipfailover_keepalived_restarts_total of the nodes
+	// where it was not 0: keepalived died and was restarted.
+	restarted map[*lab.Node]string
 	// polls and polling count the kernel reads of the timings.
 	polls   int
 	polling time.Duration
@@ -79,6 +84,9 @@ func run(ctx context.Context, out io.Writer, verbose bool) (err error) {
 		svc:     map[*lab.Node]*lab.Process{},
 		conf:    map[*lab.Node]keepalivedConf{},
 		home:    map[netip.Addr]*lab.Node{},
+
+		restarted: map[*lab.Node]string{},
+		stopped:   map[*lab.Process]bool{},
 	}
 	for _, s := range settings {
 		d.env = append(d.env, s[0])
@@ -118,6 +126,10 @@ func run(ctx context.Context, out io.Writer, verbose bool) (err error) {
 		if err := step(ctx); err != nil {
 			return err
 		}
+	}
+	for n, count := range d.restarted {
+		return fmt.Errorf("keepalived died and was restarted on %s (ipfailover_keepalived_restarts_total %s): see \"keepalived died\" in %s",
+			n.Name, count, filepath.Join(d.logDir, n.Name+"-ipfailover.log"))
 	}
 	d.head("Summary")
 	for _, s := range d.summary {

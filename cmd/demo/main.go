@@ -43,11 +43,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Stdout, *verbose)
+	interrupted := ctx.Err() != nil
 	stop()
 	switch {
 	case err == nil:
 		return
-	case ctx.Err() != nil:
+	case interrupted:
 		fmt.Fprintln(os.Stderr, "\ndemo: interrupted; everything it made is removed")
 		os.Exit(130)
 	default:

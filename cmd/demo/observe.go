@@ -89,10 +89,12 @@ type nodeMetrics struct {
 	State map[string]string
 	// Instance is the instance of each VIP (ipfailover_vip_held).
 	Instance map[netip.Addr]string
+	// Restarts is ipfailover_keepalived_restarts_total.
+	Restarts string
 }
 
 var (
-	sampleRE = regexp.MustCompile(`^(\w+)\{([^}]*)\}\s+(\S+)`)
+	sampleRE = regexp.MustCompile(`^(\w+)(?:\{([^}]*)\})?\s+(\S+)`)
 	labelRE  = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
 )
 
@@ -120,8 +122,13 @@ func scrape(ctx context.Context, c *lab.Cluster, n *lab.Node) (nodeMetrics, erro
 	if resp.StatusCode != http.StatusOK {
 		return nodeMetrics{}, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	return parseMetrics(string(body)), nil
+}
+
+// parseMetrics reads the samples the demo shows from a /metrics page.
+func parseMetrics(page string) nodeMetrics {
 	m := nodeMetrics{State: map[string]string{}, Instance: map[netip.Addr]string{}}
-	for line := range strings.SplitSeq(string(body), "\n") {
+	for line := range strings.SplitSeq(page, "\n") {
 		s := sampleRE.FindStringSubmatch(line)
 		if s == nil {
 			continue
@@ -137,13 +144,15 @@ func scrape(ctx context.Context, c *lab.Cluster, n *lab.Node) (nodeMetrics, erro
 				st = s[3]
 			}
 			m.State[labels["name"]] = st
+		case "ipfailover_keepalived_restarts_total":
+			m.Restarts = s[3]
 		case "ipfailover_vip_held":
 			if v, err := netip.ParseAddr(labels["vip"]); err == nil {
 				m.Instance[v] = labels["instance"]
 			}
 		}
 	}
-	return m, nil
+	return m
 }
 
 // get fetches url from the client namespace and returns the trimmed body.

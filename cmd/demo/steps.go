@@ -69,7 +69,7 @@ func (d *demo) start(ctx context.Context) error {
 		d.home[v] = s.holders.one(v)
 	}
 	d.say("Each VIP went to the node with the highest priority for it %s after ipfailover started.", ms(took))
-	d.summary = append(d.summary, fmt.Sprintf("%-46s %s", "start to every VIP on its preferred node:", ms(took)))
+	d.summary = append(d.summary, fmt.Sprintf("%-48s %s", "start to every VIP on its preferred node:", ms(took)))
 
 	rule := "-A INPUT -d 224.0.0.18/32 -j ACCEPT"
 	for _, n := range c.Nodes {
@@ -114,6 +114,7 @@ func (d *demo) serviceFails(ctx context.Context) error {
 	d.say("%s:%d every second) fails, %s's instances go to FAULT and drop their VIPs, and the", victim.Addr4, servicePort, victim.Name)
 	d.say("node with the next highest priority takes each VIP over.")
 	start := time.Now()
+	d.stopped[d.svc[victim]] = true
 	if err := d.svc[victim].Kill(); err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func (d *demo) serviceFails(ctx context.Context) error {
 		return err
 	}
 	d.printMoves(moves)
-	d.summary = append(d.summary, fmt.Sprintf("%-46s %s (check every 1 s)", "service killed to its VIP up on another node:", ms(slowest(moves))))
+	d.summary = append(d.summary, fmt.Sprintf("%-48s %s (check every 1 s)", "service killed to its VIP up on another node:", ms(slowest(moves))))
 	s, err := d.settle(ctx, 10*time.Second, func(s snapshot) string {
 		for in, st := range s.metrics[victim].State {
 			if st != "FAULT" {
@@ -209,6 +210,7 @@ func (d *demo) rollPod(ctx context.Context) error {
 	d.say("the pod it replaces. ipfailover passes it to keepalived, which sends priority-0 adverts, so")
 	d.say("a backup takes over at once instead of waiting for three missed adverts. Then it exits.")
 	p := d.ipf[victim]
+	d.stopped[p] = true
 	start := time.Now()
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		return err
@@ -250,8 +252,8 @@ func (d *demo) rollPod(ctx context.Context) error {
 	d.say("  %s's ipfailover exited with code 0, %s after the SIGTERM.", victim.Name, ms(exited))
 	d.say("  %s's eth0 keeps only its own addresses: %s.", victim.Name, strings.Join(own, " "))
 	d.summary = append(d.summary,
-		fmt.Sprintf("%-46s %s", "SIGTERM to its VIP up on another node:", ms(slowest(moves))),
-		fmt.Sprintf("%-46s %s", "SIGTERM to ipfailover exited 0:", ms(exited)))
+		fmt.Sprintf("%-48s %s", "SIGTERM to its VIP up on another node:", ms(slowest(moves))),
+		fmt.Sprintf("%-48s %s", "SIGTERM to ipfailover exited 0:", ms(exited)))
 
 	s, err := d.settle(ctx, 10*time.Second, nil)
 	if err != nil {
@@ -288,7 +290,7 @@ func (d *demo) rejoin(ctx context.Context) error {
 	}
 	d.say("  Its keepalived.conf is byte for byte the one it ran before; its instances were BACKUP %s", ms(took))
 	d.say("  after the start.")
-	d.summary = append(d.summary, fmt.Sprintf("%-46s %s", "restart to every instance BACKUP:", ms(took)))
+	d.summary = append(d.summary, fmt.Sprintf("%-48s %s", "restart to :9650 showing every instance BACKUP:", ms(took)))
 	if err := d.comeBack(ctx, n, start, s); err != nil {
 		return err
 	}

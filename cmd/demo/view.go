@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +62,9 @@ func (d *demo) settle(ctx context.Context, limit time.Duration, want func(snapsh
 // is).
 func (d *demo) look(ctx context.Context) (snapshot, string, error) {
 	s := snapshot{metrics: map[*lab.Node]nodeMetrics{}, answers: map[netip.Addr]string{}}
+	if err := d.exits(); err != nil {
+		return s, "", err
+	}
 	h, err := observe(d.c, d.vips)
 	if err != nil {
 		return s, "", err
@@ -76,6 +81,9 @@ func (d *demo) look(ctx context.Context) (snapshot, string, error) {
 			continue
 		}
 		s.metrics[n] = m
+		if m.Restarts != "" && m.Restarts != "0" {
+			d.restarted[n] = m.Restarts
+		}
 	}
 	for _, v := range d.vips {
 		holder := h.one(v)
@@ -99,6 +107,33 @@ func (d *demo) look(ctx context.Context) (snapshot, string, error) {
 		}
 	}
 	return s, strings.Join(problems, "; "), ctx.Err()
+}
+
+// exits reports a program of the demo that exited without being asked to,
+// with the end of its output.
+func (d *demo) exits() error {
+	for _, n := range d.c.Nodes {
+		for what, p := range map[string]*lab.Process{"ipfailover": d.ipf[n], "web": d.svc[n]} {
+			if p == nil || !p.Exited() || d.stopped[p] {
+				continue
+			}
+			code, _ := p.Wait(context.Background())
+			log := filepath.Join(d.logDir, n.Name+"-"+what+".log")
+			return fmt.Errorf("%s's %s exited with code %d on its own; the end of %s:\n%s", n.Name, what, code, log, tail(log, 8))
+		}
+	}
+	return nil
+}
+
+// tail returns the last n lines of a file, indented.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "  (" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	return "  " + strings.Join(lines, "\n  ")
 }
 
 func (d *demo) running(n *lab.Node) bool {
@@ -256,6 +291,9 @@ func (d *demo) waitStates(ctx context.Context, n *lab.Node, start time.Time, sta
 	deadline := time.Now().Add(30 * time.Second)
 	var last string
 	for {
+		if err := d.exits(); err != nil {
+			return 0, err
+		}
 		m, err := scrape(ctx, d.c, n)
 		if err == nil && len(m.State) > 0 {
 			ok := true

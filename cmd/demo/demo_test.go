@@ -1,0 +1,100 @@
+package main
+
+import (
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// testdata/metrics.txt and testdata/keepalived.conf were captured from the
+// real ipfailover on a node with address .12 and the demo's settings.
+
+func TestParseMetrics(t *testing.T) {
+	page, err := os.ReadFile("testdata/metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseMetrics(string(page))
+	want := nodeMetrics{
+		State: map[string]string{"demo_VIP_1": "MASTER", "demo_VIP_2": "MASTER", "demo_VIP_3": "MASTER"},
+		Instance: map[netip.Addr]string{
+			netip.MustParseAddr("192.0.2.100"): "demo_VIP_1",
+			netip.MustParseAddr("192.0.2.101"): "demo_VIP_2",
+			netip.MustParseAddr("192.0.2.102"): "demo_VIP_3",
+		},
+		Restarts: "0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("parseMetrics (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseMetricsStates(t *testing.T) {
+	page := `# HELP keepalived_vrrp_state State of vrrp
+keepalived_vrrp_state{intf="eth0",name="a",vrid="11"} 0
+keepalived_vrrp_state{intf="eth0",name="b",vrid="12"} 1
+keepalived_vrrp_state{intf="eth0",name="c",vrid="13"} 3
+keepalived_vrrp_state{intf="eth0",name="d",vrid="14"} 7
+ipfailover_keepalived_restarts_total 2
+`
+	got := parseMetrics(page)
+	want := map[string]string{"a": "INIT", "b": "BACKUP", "c": "FAULT", "d": "7"}
+	if diff := cmp.Diff(want, got.State); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if got.Restarts != "2" {
+		t.Errorf("restarts = %q, want 2", got.Restarts)
+	}
+}
+
+func TestParseConf(t *testing.T) {
+	text, err := os.ReadFile("testdata/keepalived.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseConf(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]instanceConf{
+		"demo_VIP_1": {priority: 249, master: true},
+		"demo_VIP_2": {priority: 253, master: true},
+		"demo_VIP_3": {priority: 249, master: true},
+	}
+	if diff := cmp.Diff(want, got.instances, cmp.AllowUnexported(instanceConf{})); diff != "" {
+		t.Errorf("parseConf (-want +got):\n%s", diff)
+	}
+
+	backup := strings.ReplaceAll(string(text), "   state MASTER\n", "")
+	got, err = parseConf(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.instances["demo_VIP_2"].master {
+		t.Error("an instance without state MASTER parsed as MASTER")
+	}
+	if _, err := parseConf("global_defs {\n}\n"); err == nil {
+		t.Error("a file without instances parsed")
+	}
+	if _, err := parseConf("vrrp_instance x {\n priority high\n}\n"); err == nil {
+		t.Error("a non-numeric priority parsed")
+	}
+}
+
+func TestPrefixedWritesWholeLines(t *testing.T) {
+	var out strings.Builder
+	d := &demo{out: &out}
+	w := d.stream("node1 web")
+	for _, chunk := range []string{"one\ntw", "o\n", "three"} {
+		if _, err := w.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "    | node1 web: one\n    | node1 web: two\n"
+	if got := out.String(); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
