@@ -247,6 +247,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			}
 			s.logger.Warn("keepalived died", "pid", status.PID, "status", status.String(),
 				"uptime", now.Sub(startedAt).Round(time.Millisecond).String())
+			s.drainGroup(status.PID)
 			if len(deathTimes) >= s.opts.CrashLoopDeaths {
 				return fmt.Errorf("keepalived crash loop: %d deaths within %s, last %s",
 					len(deathTimes), s.opts.CrashLoopWindow, status)
@@ -292,6 +293,9 @@ func (s *Supervisor) start(reaper *Reaper, out *outputs) (<-chan unix.WaitStatus
 		p, err := os.StartProcess(s.opts.Binary, argv, &os.ProcAttr{
 			Env:   env,
 			Files: []*os.File{out.stdin, out.stdout, out.stderr},
+			// Its own process group, which its VRRP and checker
+			// children join: see drainGroup.
+			Sys: &syscall.SysProcAttr{Setpgid: true},
 		})
 		if err != nil {
 			return 0, err
@@ -359,8 +363,46 @@ func (s *Supervisor) stop(exited <-chan unix.WaitStatus) {
 		}
 	}
 	status := s.exited(ws, false)
+	s.drainGroup(status.PID)
 	s.logger.Info("keepalived stopped", "pid", status.PID, "status", status.String(),
 		"took", time.Since(begin).Round(time.Millisecond).String())
+}
+
+// drainGroup ends what is left of a dead keepalived's process group (its
+// VRRP, checker and BFD children; check scripts run in groups of their own).
+// When keepalived is killed, its children live on for a while; a new
+// keepalived started meanwhile finds their pid files and exits ("daemon is
+// already running"), and the old VRRP child still holds the VIPs. So the
+// group gets SIGTERM (the children then send their priority-0 adverts and
+// remove their VIPs), StopTimeout to exit, then SIGKILL. The reaper reaps
+// them, and a process group id cannot be reused while the group has members.
+func (s *Supervisor) drainGroup(pgid int) {
+	if unix.Kill(-pgid, 0) != nil {
+		return // empty
+	}
+	s.logger.Info("stopping the rest of keepalived's process group", "pgid", pgid, "timeout", s.opts.StopTimeout.String())
+	_ = unix.Kill(-pgid, unix.SIGTERM)
+	if waitGroupEmpty(pgid, s.opts.StopTimeout) {
+		return
+	}
+	s.logger.Warn("keepalived's process group did not exit after SIGTERM; sending SIGKILL", "pgid", pgid)
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+	if !waitGroupEmpty(pgid, s.opts.StopTimeout) {
+		s.logger.Error("keepalived's process group survived SIGKILL", "pgid", pgid)
+	}
+}
+
+// waitGroupEmpty polls until process group pgid has no member (zombies
+// count until reaped), up to timeout.
+func waitGroupEmpty(pgid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for unix.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
 
 // outputs holds the files keepalived gets as stdin, stdout and stderr, and

@@ -1,0 +1,176 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// netns makes a network namespace with a veth pair (veth0 192.0.2.1/24 and
+// veth1, both up) and removes it when the test ends.
+func netns(t *testing.T) string {
+	t.Helper()
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	ns := "ipfsup-" + hex.EncodeToString(suffix)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", ns)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	ip("-n", ns, "link", "set", "lo", "up")
+	ip("-n", ns, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1")
+	ip("-n", ns, "addr", "add", "192.0.2.1/24", "dev", "veth0")
+	ip("-n", ns, "link", "set", "veth0", "up")
+	ip("-n", ns, "link", "set", "veth1", "up")
+	return ns
+}
+
+const realConfig = `global_defs {
+    router_id supervisor_test
+    max_auto_priority
+}
+
+vrrp_instance VI_1 {
+    state BACKUP
+    interface veth0
+    virtual_router_id 51
+    priority 100
+    advert_int 1
+    virtual_ipaddress {
+        192.0.2.100/32 dev veth0
+    }
+}
+`
+
+// readPID returns the pid in file, 0 when it cannot be read.
+func readPID(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// TestRealKeepalived supervises the real keepalived in a fresh network
+// namespace: start, SIGKILL, restart, graceful stop.
+func TestRealKeepalived(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs the real keepalived in a new network namespace")
+	}
+	if _, err := os.Stat(DefaultBinary); err != nil {
+		t.Skipf("keepalived is not installed: %v", err)
+	}
+	ipPath, err := exec.LookPath("ip")
+	if err != nil {
+		t.Skipf("iproute2 is not installed: %v", err)
+	}
+	ns := netns(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "keepalived.conf")
+	if err := os.WriteFile(conf, []byte(realConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "keepalived.pid")
+	vrrpPidFile := filepath.Join(dir, "vrrp.pid")
+	// `ip netns exec` execs keepalived in place, so its pid is the one the
+	// supervisor started.
+	args := append([]string{"netns", "exec", ns, DefaultBinary},
+		Args(conf, []string{"-D", "-P", "-r", vrrpPidFile, "-c", filepath.Join(dir, "checkers.pid"), "-b", filepath.Join(dir, "bfd.pid")})...)
+	args = append(args, "-p", pidFile)
+
+	output, logs := &syncBuffer{}, &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := New(Options{
+		Binary:      ipPath,
+		Args:        args,
+		Stdout:      output,
+		Stderr:      output,
+		Logger:      slog.New(slog.NewTextHandler(logs, nil)),
+		PIDFile:     pidFile,
+		StopTimeout: 20 * time.Second,
+		BackoffMin:  200 * time.Millisecond,
+	})
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s\nkeepalived output:\n%s", logs, output)
+		}
+	})
+
+	waitFor(t, "keepalived to enter MASTER state", func() bool {
+		return strings.Contains(output.String(), "Entering MASTER STATE")
+	})
+	first := s.PID()
+	waitFor(t, "the pid file to name PID()", func() bool { return readPID(pidFile) == first && first != 0 })
+	waitFor(t, "the VRRP child's pid file", func() bool { return readPID(vrrpPidFile) != 0 })
+	vrrpChild := readPID(vrrpPidFile)
+
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the restarted keepalived to enter MASTER state", func() bool {
+		return strings.Count(output.String(), "Entering MASTER STATE") >= 2
+	})
+	second := s.PID()
+	if second == 0 || second == first || readPID(pidFile) != second {
+		t.Fatalf("after the restart PID() = %d, pid file %d, first pid %d", second, readPID(pidFile), first)
+	}
+	// The old VRRP child was stopped before the restart, so the new
+	// keepalived started at the first attempt.
+	if s.Deaths() != 1 || s.Restarts() != 1 {
+		t.Errorf("Deaths() = %d, Restarts() = %d; want 1, 1", s.Deaths(), s.Restarts())
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", vrrpChild)); !os.IsNotExist(err) {
+		t.Errorf("the old VRRP child %d is still there", vrrpChild)
+	}
+	st, _ := s.LastExit()
+	if st.PID != first || st.Signal != syscall.SIGKILL {
+		t.Errorf("LastExit() = %+v, want pid %d killed by SIGKILL", st, first)
+	}
+	noZombies(t)
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	done <- nil // for the cleanup
+	if st, _ := s.LastExit(); st.PID != second || st.Code != 0 || st.Signal != 0 {
+		t.Errorf("LastExit() = %+v, want pid %d exit status 0 (no SIGKILL)", st, second)
+	}
+	if strings.Contains(logs.String(), "SIGKILL") {
+		t.Errorf("keepalived needed SIGKILL to stop:\n%s", logs)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", second)); !os.IsNotExist(err) {
+		t.Errorf("keepalived pid %d still exists after Run returned", second)
+	}
+	out, err := exec.Command("ip", "-n", ns, "-o", "addr", "show", "dev", "veth0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip addr: %v: %s", err, out)
+	}
+	if strings.Contains(string(out), "192.0.2.100") {
+		t.Errorf("keepalived left its VIP behind after a graceful stop:\n%s", out)
+	}
+	noZombies(t)
+}
