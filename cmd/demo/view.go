@@ -205,6 +205,8 @@ type move struct {
 	vip      netip.Addr
 	from, to *lab.Node
 	gone, up time.Duration
+	// both is how many reads saw the VIP on two nodes at once.
+	both int
 }
 
 // watchMoves waits until every VIP of vips is held by exactly one node
@@ -219,6 +221,9 @@ func (d *demo) watchMoves(ctx context.Context, start time.Time, from *lab.Node, 
 		all := true
 		for i := range moves {
 			m := &moves[i]
+			if len(h[m.vip]) > 1 {
+				m.both++
+			}
 			if m.gone == 0 && !slices.Contains(h[m.vip], from) {
 				m.gone = now
 			}
@@ -247,6 +252,9 @@ func (d *demo) watchReturn(ctx context.Context, start time.Time, to *lab.Node, v
 		all := true
 		for i := range moves {
 			m := &moves[i]
+			if len(h[m.vip]) > 1 {
+				m.both++
+			}
 			if m.gone == 0 && m.from != nil && !slices.Contains(h[m.vip], m.from) {
 				m.gone = now
 			}
@@ -271,6 +279,10 @@ func (d *demo) printMoves(moves []move) {
 		}
 		d.say("  %-12s %s -> %s   gone from %s after %s, up on %s after %s",
 			m.vip, from, m.to.Name, from, ms(m.gone), m.to.Name, ms(m.up))
+		if m.both > 0 {
+			d.say("  %-12s (on both nodes for %d read(s) of the kernel, about %s: the new holder adds it", "", m.both, ms(time.Duration(m.both)*pollEvery))
+			d.say("  %-12s before the old one has heard its advert and dropped it)", "")
+		}
 	}
 	if len(moves) == 0 {
 		d.say("  no VIP moves")
