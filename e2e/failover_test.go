@@ -97,6 +97,11 @@ func TestSIGTERMHandover(t *testing.T) {
 	if ks := keepaliveds(t, victim); len(ks) > 0 {
 		t.Errorf("keepalived still running on %s: %+v", victim.Name, ks)
 	}
+	// keepalived was stopped, not killed with the PID namespace: it
+	// logged its own orderly stop before ipfailover exited.
+	if out := f.Outputs[slices.Index(f.Procs, p)].String(); !strings.Contains(out, "Stopped Keepalived") {
+		t.Errorf("keepalived on %s did not stop gracefully before ipfailover exited", victim.Name)
+	}
 	m := s.waitOne(allVIPs, func(m lab.HolderMap) bool {
 		for _, n := range m {
 			if n == victim {

@@ -103,6 +103,8 @@ func (n *Node) netlink() (*netlink.Handle, error) {
 // private tmpfs on /run, /tmp and /etc/keepalived. env is the whole
 // environment (PATH is added when missing). stdout and stderr go to out
 // (nil discards). The process is killed when ctx ends or the cluster closes.
+// The host's /run, /tmp and /etc/keepalived are hidden from the command:
+// put binaries it needs elsewhere (e.g. under /var/tmp).
 func (n *Node) Start(ctx context.Context, argv, env []string, out io.Writer) (*Process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("lab: Start needs a command")
