@@ -46,6 +46,8 @@ type Row struct {
 	Pass     *bool  `json:"pass,omitempty"`
 	Shipped  string `json:"shipped,omitempty"`
 	Note     string `json:"note,omitempty"`
+	// Samples are the values in Unit, for rows of up to 50 samples.
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 // TimeRow summarizes duration samples.
@@ -55,6 +57,11 @@ func TimeRow(name string, ss []Sample, limitRule, shipped string) Row {
 		return r
 	}
 	vs := values(ss)
+	if len(vs) <= 50 {
+		for _, v := range vs {
+			r.Samples = append(r.Samples, v.Seconds())
+		}
+	}
 	r.Median = Median(vs).Seconds()
 	r.Worst = Worst(vs).Seconds()
 	if len(ss) >= 20 {
@@ -90,6 +97,7 @@ func SizeRow(name string, u Unit, bytes []int64, shipped string) Row {
 	for i, b := range bytes {
 		fs[i] = float64(b) / div
 	}
+	r.Samples = slices.Clone(fs)
 	slices.Sort(fs)
 	if n := len(fs); n%2 == 1 {
 		r.Median = fs[n/2]
