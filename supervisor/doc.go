@@ -43,6 +43,17 @@
 // Code that keeps a pidfd of a process open without ever waiting for it
 // (os.FindProcess on a child, for instance) keeps that child a zombie.
 //
+// # keepalived's process group
+//
+// keepalived runs in a process group of its own, which its VRRP, checker and
+// BFD children join. When keepalived dies (or is killed), those children live
+// on for a while as orphans; a new keepalived started meanwhile would find
+// their pid files and exit ("daemon is already running") while the old VRRP
+// child still holds the VIPs. So after every exit the rest of the group gets
+// SIGTERM (time for priority-0 adverts), StopTimeout, then SIGKILL, before
+// keepalived is started again. Check scripts run in process groups of their
+// own and are only reaped.
+//
 // # Extra flags
 //
 // ExtraFlags parses KEEPALIVED_OPTIONS from the environment and from

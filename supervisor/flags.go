@@ -18,11 +18,12 @@ func LoadExtraFlags(path string) ([]string, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("reading keepalived options: %w", err)
 	}
-	flags, err := ExtraFlags(os.Getenv("KEEPALIVED_OPTIONS"), string(data))
-	if err != nil {
-		return nil, fmt.Errorf("%s or environment: %w", path, err)
+	env := os.Getenv("KEEPALIVED_OPTIONS")
+	flags, err := ExtraFlags(env, string(data))
+	if err != nil && strings.TrimSpace(env) == "" {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return flags, nil
+	return flags, err
 }
 
 // ExtraFlags returns the extra keepalived flags from env (the value of

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -150,4 +151,24 @@ func FuzzSplitWords(f *testing.F) {
 		_, _ = ExtraFlags("", "KEEPALIVED_OPTIONS="+s)
 		_ = CheckFlags(words)
 	})
+}
+
+func TestLoadExtraFlags(t *testing.T) {
+	path := t.TempDir() + "/keepalived"
+	if err := os.WriteFile(path, []byte("KEEPALIVED_OPTIONS=\"-D -f /x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KEEPALIVED_OPTIONS", "")
+	if _, err := LoadExtraFlags(path); err == nil || !strings.HasPrefix(err.Error(), path+": sysconfig line 1") {
+		t.Errorf("LoadExtraFlags = %v, want an error naming %s line 1", err, path)
+	}
+	t.Setenv("KEEPALIVED_OPTIONS", "-P")
+	got, err := LoadExtraFlags(path)
+	if diff := cmp.Diff([]string{"-P"}, got); err != nil || diff != "" {
+		t.Errorf("LoadExtraFlags = %v (-want +got):\n%s", err, diff)
+	}
+	t.Setenv("KEEPALIVED_OPTIONS", "")
+	if got, err := LoadExtraFlags(path + ".missing"); err != nil || got != nil {
+		t.Errorf("LoadExtraFlags(missing file) = %q, %v; want nothing", got, err)
+	}
 }

@@ -116,6 +116,8 @@ func TestRealKeepalived(t *testing.T) {
 		<-done
 		if t.Failed() {
 			t.Logf("supervisor log:\n%s\nkeepalived output:\n%s", logs, output)
+		} else if testing.Verbose() {
+			t.Logf("supervisor log:\n%s", logs)
 		}
 	})
 
