@@ -25,7 +25,7 @@
 // pid only when nobody else can wait for it:
 //
 //   - a pid registered by the supervisor is reaped and its status dispatched;
-//   - a pid started through Reaper.Start or Reaper.Run is left alone;
+//   - a pid started through Reaper.Start or Reaper.RunCommand is left alone;
 //   - a pid for which this process holds a pidfd is left alone. Since Go 1.23
 //     os.StartProcess (and so exec.Cmd.Start) creates every child with
 //     clone(CLONE_PIDFD) and keeps that pidfd open until its Wait has reaped
