@@ -39,7 +39,7 @@
 // /proc and reaps the orphans among them by pid. The result: plain
 // exec.Command(...).Run() anywhere in the process keeps working, on kernels
 // with pidfd support (5.4+). On a kernel without it (Go then falls back to
-// plain pids) only commands run through Reaper.Start/Reaper.Run are safe.
+// plain pids) only commands run through Reaper.Start/RunCommand are safe.
 // Code that keeps a pidfd of a process open without ever waiting for it
 // (os.FindProcess on a child, for instance) keeps that child a zombie.
 //
@@ -51,8 +51,8 @@
 // their pid files and exit ("daemon is already running") while the old VRRP
 // child still holds the VIPs. So after every exit the rest of the group gets
 // SIGTERM (time for priority-0 adverts), StopTimeout, then SIGKILL, before
-// keepalived is started again. Check scripts run in process groups of their
-// own and are only reaped.
+// keepalived is started again. Descendants that left the group (keepalived
+// may give check scripts groups of their own) are not signalled, only reaped.
 //
 // # Extra flags
 //
