@@ -102,16 +102,20 @@ func Run(ctx context.Context, o Options) error {
 			log.Error("metrics server stopped", "address", cfg.MetricsAddress, "error", err)
 		}
 	})
+	// The helpers below end with keepalived's supervision, whether ctx
+	// ended it or a crash loop did.
+	supervised, endSupervision := context.WithCancel(ctx)
 	wg.Go(func() {
 		select {
 		case <-sup.Started():
 			srv.SetReady(true)
-		case <-ctx.Done():
+		case <-supervised.Done():
 		}
 	})
-	wg.Go(func() { reloadOnSignal(ctx, log, o.Reload, nl, sup) })
+	wg.Go(func() { reloadOnSignal(supervised, log, o.Reload, nl, sup) })
 
 	runErr := sup.Run(ctx)
+	endSupervision()
 	srv.SetReady(false)
 
 	// keepalived is gone: it removed its VIPs as it stopped, unless it died
