@@ -52,6 +52,8 @@ type demo struct {
 	conf map[*lab.Node]keepalivedConf
 	// home is who held each VIP once the cluster first settled.
 	home map[netip.Addr]*lab.Node
+	// explained is set once the demo said why a VIP comes back.
+	explained bool
 	// rolled is the node whose pod step 4 stopped.
 	rolled *lab.Node
 	// stopped are the processes the demo stopped on purpose.

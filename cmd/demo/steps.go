@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -171,6 +173,11 @@ func (d *demo) comeBack(ctx context.Context, n *lab.Node, start time.Time, s sna
 	d.printMoves(moves)
 	for _, v := range back {
 		in := s.instance(v)
+		if d.explained {
+			d.say("  %s takes %s back, for the reason seen in step 3.", n.Name, v)
+			continue
+		}
+		d.explained = true
 		d.say("  Why: %s has the highest priority for %s (%s),", n.Name, in, d.priorities(in))
 		d.say("  and its keepalived.conf starts that instance as MASTER, for which keepalived ignores")
 		d.say("  preempt_delay (its log says so). So %s ignores the lower-priority adverts and takes", n.Name)
@@ -250,6 +257,9 @@ func (d *demo) rollPod(ctx context.Context) error {
 			m.to.Name, p, (256-p)*1000/256)
 	}
 	d.say("  %s's ipfailover exited with code 0, %s after the SIGTERM.", victim.Name, ms(exited))
+	if took := d.stopTook(victim); took != "" {
+		d.say("  Most of that is keepalived's own shutdown: %s, says ipfailover's log.", took)
+	}
 	d.say("  %s's eth0 keeps only its own addresses: %s.", victim.Name, strings.Join(own, " "))
 	d.summary = append(d.summary,
 		fmt.Sprintf("%-48s %s", "SIGTERM to its VIP up on another node:", ms(slowest(moves))),
@@ -306,4 +316,28 @@ func (d *demo) rejoin(ctx context.Context) error {
 		d.say("Every VIP is back where it was in step 2.")
 	}
 	return nil
+}
+
+// stopTook returns how long keepalived took to stop, from the last
+// "keepalived stopped" line of n's ipfailover log, or "".
+func (d *demo) stopTook(n *lab.Node) string {
+	b, err := os.ReadFile(filepath.Join(d.logDir, n.Name+"-ipfailover.log"))
+	if err != nil {
+		return ""
+	}
+	var took string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !strings.Contains(line, `msg="keepalived stopped"`) {
+			continue
+		}
+		for f := range strings.FieldsSeq(line) {
+			if v, ok := strings.CutPrefix(f, "took="); ok {
+				took = v
+			}
+		}
+	}
+	if took == "" {
+		return ""
+	}
+	return took
 }
