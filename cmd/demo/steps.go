@@ -257,8 +257,10 @@ func (d *demo) rollPod(ctx context.Context) error {
 			m.to.Name, p, (256-p)*1000/256)
 	}
 	d.say("  %s's ipfailover exited with code 0, %s after the SIGTERM.", victim.Name, ms(exited))
-	if took := d.stopTook(victim); took != "" {
-		d.say("  Most of that is keepalived's own shutdown: %s, says ipfailover's log.", took)
+	if took := d.stopTook(victim); took > exited/2 {
+		d.say("  Most of that is keepalived's own shutdown: %s, says ipfailover's log.", ms(took))
+	} else if took > 0 {
+		d.say("  keepalived's own shutdown took %s of it, says ipfailover's log.", ms(took))
 	}
 	d.say("  %s's eth0 keeps only its own addresses: %s.", victim.Name, strings.Join(own, " "))
 	d.summary = append(d.summary,
@@ -319,25 +321,24 @@ func (d *demo) rejoin(ctx context.Context) error {
 }
 
 // stopTook returns how long keepalived took to stop, from the last
-// "keepalived stopped" line of n's ipfailover log, or "".
-func (d *demo) stopTook(n *lab.Node) string {
+// "keepalived stopped" line of n's ipfailover log, or 0.
+func (d *demo) stopTook(n *lab.Node) time.Duration {
 	b, err := os.ReadFile(filepath.Join(d.logDir, n.Name+"-ipfailover.log"))
 	if err != nil {
-		return ""
+		return 0
 	}
-	var took string
+	var took time.Duration
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if !strings.Contains(line, `msg="keepalived stopped"`) {
 			continue
 		}
 		for f := range strings.FieldsSeq(line) {
 			if v, ok := strings.CutPrefix(f, "took="); ok {
-				took = v
+				if t, err := time.ParseDuration(v); err == nil {
+					took = t
+				}
 			}
 		}
-	}
-	if took == "" {
-		return ""
 	}
 	return took
 }
