@@ -43,8 +43,8 @@ const (
 	// The bands' widths are odd so that addresses 128 apart (the shipped
 	// image's slot collision, .5 and .133) still differ; within a band,
 	// nodes whose last bytes differ by less than its width never tie.
-	preferredBand     = 7  // preferred instances: 248..254
-	backupBand        = 15 // other instances: 233..247
+	preferredBand     = 7 // preferred instances: 248..254
+	backupBand        = 7 // other instances: 241..247: a best-backup skew of 35 ms at most
 	topBackupPriority = maxPriority - preferredBand
 )
 
@@ -63,7 +63,7 @@ const (
 // address (IPv6 too), never from a random number, and stay in 1..254.
 // Preferred instances alternate between two orders of that byte on odd and
 // even groups, which spreads masters between nodes that prefer the same
-// groups; backups get 233..247, varying with the group. Equal priorities
+// groups; backups get 241..247, varying with the group. Equal priorities
 // (last bytes a multiple of the band apart) fall back to VRRP's own rule:
 // the higher address wins.
 func (c *Config) Instances(node Node) ([]Instance, error) {

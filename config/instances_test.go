@@ -96,7 +96,7 @@ func TestMulticastPriorities(t *testing.T) {
 			if want := in.Index%idx == 0; in.Preferred != want || in.Master != want {
 				t.Fatalf("node .%d group %d: preferred %v master %v, the shipped rule says %v", last, in.Index, in.Preferred, in.Master, want)
 			}
-			if in.Preferred && in.Priority < 248 || !in.Preferred && (in.Priority < 233 || in.Priority > 247) {
+			if in.Preferred && in.Priority < 248 || !in.Preferred && (in.Priority < 241 || in.Priority > 247) {
 				t.Fatalf("node .%d group %d: priority %d outside its band (preferred %v)", last, in.Index, in.Priority, in.Preferred)
 			}
 		}
@@ -117,7 +117,7 @@ func TestIPv6OnlyNodeHasPriorities(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range ins {
-		if in.Priority < 233 || in.Priority > 254 {
+		if in.Priority < 241 || in.Priority > 254 {
 			t.Errorf("%s: priority %d", in.Name, in.Priority)
 		}
 	}
