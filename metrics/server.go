@@ -104,10 +104,13 @@ func New(o Options) (*Server, error) {
 
 	s := &Server{addr: o.Address, keepalived: o.Keepalived, registry: reg, collector: c, log: o.Logger}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      promLogger{o.Logger},
-		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	// Compression is off: a scrape is small next to the CPU and the
+	// garbage a fresh gzip writer per scrape costs on a node.
+	mux.Handle("GET /metrics", newSharedResponse(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:           promLogger{o.Logger},
+		ErrorHandling:      promhttp.ContinueOnError,
+		DisableCompression: true,
+	}), o.DumpMaxAge))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /{$}", index)

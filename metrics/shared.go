@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"bytes"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// sharedResponse serves one rendered /metrics response to every scrape
+// that arrives within maxAge of it, per content negotiation (Accept and
+// Accept-Encoding), and lets concurrent scrapes wait for one rendering
+// instead of each gathering, encoding and allocating on its own. The
+// figures are as fresh as the keepalived dump they come from, which is
+// reused for the same time anyway.
+type sharedResponse struct {
+	next   http.Handler
+	maxAge time.Duration
+
+	mu      sync.Mutex
+	entries map[string]*sharedEntry
+}
+
+type sharedEntry struct {
+	done   chan struct{} // closed when the fields below are set
+	at     time.Time
+	status int
+	header http.Header
+	body   []byte
+}
+
+func newSharedResponse(next http.Handler, maxAge time.Duration) http.Handler {
+	if maxAge <= 0 {
+		return next
+	}
+	return &sharedResponse{next: next, maxAge: maxAge, entries: map[string]*sharedEntry{}}
+}
+
+func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding") + "\x00" + r.URL.RawQuery
+	s.mu.Lock()
+	e, ok := s.entries[key]
+	fresh := ok && (e.at.IsZero() || time.Since(e.at) < s.maxAge)
+	if !fresh {
+		// Forget stale renderings, so odd headers cannot grow the map.
+		for k, old := range s.entries {
+			if !old.at.IsZero() && time.Since(old.at) >= s.maxAge {
+				delete(s.entries, k)
+			}
+		}
+		e = &sharedEntry{done: make(chan struct{})}
+		s.entries[key] = e
+	}
+	s.mu.Unlock()
+
+	if !fresh {
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		s.next.ServeHTTP(rec, r)
+		e.status, e.header, e.body = rec.status, rec.header, rec.buf.Bytes()
+		s.mu.Lock()
+		e.at = time.Now()
+		s.mu.Unlock()
+		close(e.done)
+	} else {
+		select {
+		case <-e.done:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	for k, v := range e.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(e.status)
+	w.Write(e.body)
+}
+
+// recorder keeps a response in memory.
+type recorder struct {
+	header http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(b []byte) (int, error) { return r.buf.Write(b) }
+func (r *recorder) WriteHeader(status int)      { r.status = status }

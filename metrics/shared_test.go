@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestSharedResponse(t *testing.T) {
+	var renders atomic.Int32
+	release := make(chan struct{})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := renders.Add(1)
+		<-release
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		io.WriteString(w, "render "+string(rune('0'+n))+" for "+r.Header.Get("Accept"))
+	})
+	h := newSharedResponse(slow, time.Hour)
+
+	get := func(accept string) string {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Accept", accept)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 || rec.Header().Get("Content-Type") == "" {
+			t.Errorf("status %d, header %v", rec.Code, rec.Header())
+		}
+		return rec.Body.String()
+	}
+
+	var wg sync.WaitGroup
+	bodies := make([]string, 16)
+	for i := range bodies {
+		wg.Go(func() { bodies[i] = get("text/plain") })
+	}
+	time.Sleep(50 * time.Millisecond) // let the scrapes pile up on one rendering
+	close(release)
+	wg.Wait()
+	if n := renders.Load(); n != 1 {
+		t.Errorf("16 concurrent scrapes rendered %d times, want 1", n)
+	}
+	for _, b := range bodies {
+		if b != bodies[0] {
+			t.Fatalf("scrapes got different bodies: %q and %q", b, bodies[0])
+		}
+	}
+	if got := get("application/openmetrics-text"); got == bodies[0] || renders.Load() != 2 {
+		t.Errorf("another Accept header was served the same rendering: %q", got)
+	}
+}
+
+func TestSharedResponseExpires(t *testing.T) {
+	var renders atomic.Int32
+	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	time.Sleep(30 * time.Millisecond)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	if n := renders.Load(); n != 2 {
+		t.Errorf("rendered %d times, want 2 (one reuse, one after expiry)", n)
+	}
+}
