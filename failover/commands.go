@@ -14,17 +14,28 @@ import (
 // Render prints the keepalived.conf this node would run, and changes
 // nothing.
 func Render(w io.Writer) error {
-	nl, err := host.NewNetlink()
-	if err != nil {
-		return fmt.Errorf("opening netlink: %w", err)
-	}
-	defer nl.Close()
-	p, err := NewPlan(nl, readSysconfig())
+	nl, p, err := planHere()
 	if err != nil {
 		return err
 	}
+	defer nl.Close()
 	_, err = w.Write(p.Text)
 	return err
+}
+
+// planHere plans for the current network namespace. The caller closes the
+// Netlink.
+func planHere() (*host.Netlink, *Plan, error) {
+	nl, err := host.NewNetlink()
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	p, err := NewPlan(nl, readSysconfig())
+	if err != nil {
+		nl.Close()
+		return nil, nil, err
+	}
+	return nl, p, nil
 }
 
 // VRIDs prints the router ids an OpenShift on-prem IPI cluster uses for

@@ -35,15 +35,11 @@ func Run(ctx context.Context, o Options) error {
 	for _, v := range UnknownVariables(os.Environ()) {
 		log.Warn("unknown variable ignored", "variable", v)
 	}
-	nl, err := host.NewNetlink()
-	if err != nil {
-		return fmt.Errorf("opening netlink: %w", err)
-	}
-	defer nl.Close()
-	p, err := NewPlan(nl, readSysconfig())
+	nl, p, err := planHere()
 	if err != nil {
 		return err
 	}
+	defer nl.Close()
 	LogPlan(log, o.Stderr, p)
 	cfg := p.Config
 
