@@ -110,7 +110,7 @@ func New(o Options) (*Server, error) {
 		ErrorLog:           promLogger{o.Logger},
 		ErrorHandling:      promhttp.ContinueOnError,
 		DisableCompression: true,
-	}), o.DumpMaxAge))
+	}), o.DumpMaxAge, s.keepalivedState))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /{$}", index)
@@ -161,6 +161,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("metrics: serving on %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// keepalivedState names keepalived's process and whether it is alive, so
+// that a shared /metrics response never outlives the keepalived it shows.
+func (s *Server) keepalivedState() string {
+	if err := alive(s.keepalived); err != nil {
+		return err.Error()
+	}
+	return "alive " + strconv.Itoa(s.keepalived.PID())
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -16,6 +16,10 @@ import (
 type sharedResponse struct {
 	next   http.Handler
 	maxAge time.Duration
+	// state describes what the response depends on beyond time (whether
+	// keepalived is alive, and which process it is); a rendering made in
+	// another state is never served.
+	state func() string
 
 	mu      sync.Mutex
 	entries map[string]*sharedEntry
@@ -23,24 +27,26 @@ type sharedResponse struct {
 
 type sharedEntry struct {
 	done   chan struct{} // closed when the fields below are set
+	state  string
 	at     time.Time
 	status int
 	header http.Header
 	body   []byte
 }
 
-func newSharedResponse(next http.Handler, maxAge time.Duration) http.Handler {
+func newSharedResponse(next http.Handler, maxAge time.Duration, state func() string) http.Handler {
 	if maxAge <= 0 {
 		return next
 	}
-	return &sharedResponse{next: next, maxAge: maxAge, entries: map[string]*sharedEntry{}}
+	return &sharedResponse{next: next, maxAge: maxAge, state: state, entries: map[string]*sharedEntry{}}
 }
 
 func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding") + "\x00" + r.URL.RawQuery
+	state := s.state()
 	s.mu.Lock()
 	e, ok := s.entries[key]
-	fresh := ok && (e.at.IsZero() || time.Since(e.at) < s.maxAge)
+	fresh := ok && e.state == state && (e.at.IsZero() || time.Since(e.at) < s.maxAge)
 	if !fresh {
 		// Forget stale renderings, so odd headers cannot grow the map.
 		for k, old := range s.entries {
@@ -48,7 +54,7 @@ func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				delete(s.entries, k)
 			}
 		}
-		e = &sharedEntry{done: make(chan struct{})}
+		e = &sharedEntry{done: make(chan struct{}), state: state}
 		s.entries[key] = e
 	}
 	s.mu.Unlock()

@@ -19,7 +19,7 @@ func TestSharedResponse(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		io.WriteString(w, "render "+string(rune('0'+n))+" for "+r.Header.Get("Accept"))
 	})
-	h := newSharedResponse(slow, time.Hour)
+	h := newSharedResponse(slow, time.Hour, func() string { return "" })
 
 	get := func(accept string) string {
 		req := httptest.NewRequest("GET", "/metrics", nil)
@@ -55,12 +55,24 @@ func TestSharedResponse(t *testing.T) {
 
 func TestSharedResponseExpires(t *testing.T) {
 	var renders atomic.Int32
-	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond)
+	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond, func() string { return "" })
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
 	time.Sleep(30 * time.Millisecond)
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
 	if n := renders.Load(); n != 2 {
 		t.Errorf("rendered %d times, want 2 (one reuse, one after expiry)", n)
+	}
+}
+
+func TestSharedResponseNeverOutlivesItsState(t *testing.T) {
+	var renders atomic.Int32
+	state := "alive 17"
+	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), time.Hour, func() string { return state })
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	state = "keepalived pid 17 is a zombie"
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	if n := renders.Load(); n != 2 {
+		t.Errorf("rendered %d times, want 2: a response from before keepalived died was served after", n)
 	}
 }
