@@ -216,7 +216,7 @@ func (c *Cluster) StartAll(ctx context.Context, opts StartOptions) (*Fleet, erro
 	for _, n := range nodes {
 		var copyTo io.Writer
 		if opts.Out != nil {
-			copyTo = &prefixWriter{mu: &mu, w: opts.Out, prefix: n.Name + ": "}
+			copyTo = PrefixWriter(opts.Out, &mu, n.Name+": ")
 		}
 		out := NewOutput(copyTo)
 		p, err := n.Start(ctx, opts.Argv, opts.Env, out)
@@ -294,6 +294,12 @@ func (c *Cluster) Get(ctx context.Context, url string) (string, error) {
 		return string(body), fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(body), nil
+}
+
+// PrefixWriter returns a writer that copies whole lines to w, each with
+// prefix. Writers that share mu never interleave their lines mid-line.
+func PrefixWriter(w io.Writer, mu *sync.Mutex, prefix string) io.Writer {
+	return &prefixWriter{mu: mu, w: w, prefix: prefix}
 }
 
 // prefixWriter prefixes every line with the node name; lines of several

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -258,30 +257,7 @@ func (d *demo) logFile(n *lab.Node, what string) (io.Writer, error) {
 // stream returns a writer that copies whole lines to the demo's output,
 // each prefixed with name.
 func (d *demo) stream(name string) io.Writer {
-	return &prefixed{mu: &d.streamu, w: d.out, prefix: "    | " + name + ": "}
-}
-
-type prefixed struct {
-	mu      *sync.Mutex
-	w       io.Writer
-	prefix  string
-	partial []byte
-}
-
-func (p *prefixed) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.partial = append(p.partial, b...)
-	for {
-		i := slices.Index(p.partial, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		if _, err := io.WriteString(p.w, p.prefix+string(p.partial[:i+1])); err != nil {
-			return len(b), err
-		}
-		p.partial = p.partial[i+1:]
-	}
+	return lab.PrefixWriter(d.out, &d.streamu, "    | "+name+": ")
 }
 
 // cleanup stops everything and removes the lab, then checks that nothing
