@@ -3,10 +3,9 @@ package bench
 import (
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
 
-	"github.com/vishvananda/netns"
+	"github.com/ipfailover/ipfailover/lab"
 )
 
 // Service is the monitored service of a node: a TCP server in the node's
@@ -48,34 +47,17 @@ func (s *Service) Stop() {
 }
 
 func listenIn(netnsName, address string) (net.Listener, error) {
-	target, err := netns.GetFromName(netnsName)
+	var ln net.Listener
+	err := lab.InNetns(netnsName, func() error {
+		var err error
+		ln, err = net.Listen("tcp", address)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("opening netns %s: %w", netnsName, err)
-	}
-	defer target.Close()
-	runtime.LockOSThread()
-	origin, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("reading the current netns: %w", err)
-	}
-	defer origin.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("entering netns %s: %w", netnsName, err)
-	}
-	ln, lnErr := net.Listen("tcp", address)
-	if err := netns.Set(origin); err != nil {
-		// The thread stays locked and dies with the goroutine: it must
-		// not run anything else in the wrong namespace.
 		if ln != nil {
 			ln.Close()
 		}
-		return nil, fmt.Errorf("returning from netns %s: %w", netnsName, err)
-	}
-	runtime.UnlockOSThread()
-	if lnErr != nil {
-		return nil, fmt.Errorf("listening on %s in %s: %w", address, netnsName, lnErr)
+		return nil, fmt.Errorf("listening on %s in %s: %w", address, netnsName, err)
 	}
 	return ln, nil
 }

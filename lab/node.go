@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -276,35 +275,18 @@ func (n *Node) Dial(ctx context.Context, network, address string) (net.Conn, err
 	if _, err := netip.ParseAddrPort(address); err != nil {
 		return nil, fmt.Errorf("lab: dial %q: want an IP literal and a port: %w", address, err)
 	}
-	target, err := netns.GetFromName(n.Netns)
-	if err != nil {
-		return nil, fmt.Errorf("opening netns %s: %w", n.Netns, err)
+	var conn net.Conn
+	err := InNetns(n.Netns, func() error {
+		var d net.Dialer
+		var err error
+		conn, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	if err != nil && conn != nil {
+		conn.Close()
+		conn = nil
 	}
-	defer target.Close()
-
-	runtime.LockOSThread()
-	origin, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("reading the current netns: %w", err)
-	}
-	defer origin.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("entering netns %s: %w", n.Netns, err)
-	}
-	var d net.Dialer
-	conn, dialErr := d.DialContext(ctx, network, address)
-	if err := netns.Set(origin); err != nil {
-		// The thread stays locked and dies with its goroutine: it must
-		// not run anything else in the wrong namespace.
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, fmt.Errorf("returning from netns %s: %w", n.Netns, err)
-	}
-	runtime.UnlockOSThread()
-	return conn, dialErr
+	return conn, err
 }
 
 func (n *Node) killAll() {
