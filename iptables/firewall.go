@@ -134,39 +134,33 @@ func (fw *Firewall) families() []family {
 // Changes.Missing and the rest goes on. The context is checked between
 // steps (go-iptables takes none; its commands are bounded by LockTimeout).
 func (fw *Firewall) Ensure(ctx context.Context) (Changes, error) {
-	var all Changes
-	var errs []error
-	for _, fam := range fw.families() {
-		if err := ctx.Err(); err != nil {
-			return all, err
-		}
-		c, err := ensureRule(fam, fw.opts.Chain)
-		all.merge(c)
-		errs = append(errs, err)
-	}
-	if fw.opts.NFTables {
-		c, err := ensureTable(ctx, fw.b.NFT, VRRPTable())
-		all.merge(c)
-		errs = append(errs, err)
-	}
-	return all, errors.Join(errs...)
+	return fw.each(ctx, ensureRule, ensureTable)
 }
 
 // Remove deletes every copy of the VRRP rule from the chain and the
 // nftables table. Missing rules, chains and tables are not errors.
 func (fw *Firewall) Remove(ctx context.Context) (Changes, error) {
+	return fw.each(ctx, removeRule, removeTable)
+}
+
+// each applies rule to the chain of every family and table to the
+// nftables table, going on after a failure and joining the errors.
+func (fw *Firewall) each(ctx context.Context,
+	rule func(family, string) (Changes, error),
+	table func(context.Context, NFT, NFTable) (Changes, error),
+) (Changes, error) {
 	var all Changes
 	var errs []error
 	for _, fam := range fw.families() {
 		if err := ctx.Err(); err != nil {
 			return all, err
 		}
-		c, err := removeRule(fam, fw.opts.Chain)
+		c, err := rule(fam, fw.opts.Chain)
 		all.merge(c)
 		errs = append(errs, err)
 	}
 	if fw.opts.NFTables {
-		c, err := removeTable(ctx, fw.b.NFT, VRRPTable())
+		c, err := table(ctx, fw.b.NFT, VRRPTable())
 		all.merge(c)
 		errs = append(errs, err)
 	}
