@@ -19,6 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipfailover/ipfailover/procfs"
 )
 
 // DefaultDumpPath is where keepalived writes its JSON dump: "keepalived.json" in its temporary
@@ -194,8 +196,8 @@ func (d *dumper) fetch(pid int) (*dump, error) {
 	// A keepalived that has only just started has not set up its signal
 	// handling yet, and the default action of the dump signal is to kill
 	// the process: signal only once it blocks or catches the signal.
-	if ok, err := handlesSignal(pid, sig); err != nil {
-		return nil, err
+	if ok, err := procfs.HandlesSignal(pid, sig); err != nil {
+		return nil, fmt.Errorf("keepalived pid %d: %w", pid, err)
 	} else if !ok {
 		return nil, fmt.Errorf("keepalived pid %d is still starting (signal %d not handled yet)", pid, sig)
 	}
@@ -247,28 +249,6 @@ func (d *dumper) fetch(pid int) (*dump, error) {
 		}
 		evented = evented || ok
 	}
-}
-
-// handlesSignal reports whether pid blocks or catches sig, from the
-// SigBlk and SigCgt masks in /proc/<pid>/status. keepalived blocks its
-// signals and reads them from a signalfd, so SigBlk is the one that counts.
-func handlesSignal(pid int, sig syscall.Signal) (bool, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return false, fmt.Errorf("keepalived pid %d: %w", pid, err)
-	}
-	bit := uint64(1) << (uint(sig) - 1)
-	for _, line := range strings.Split(string(b), "\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || name != "SigBlk" && name != "SigCgt" {
-			continue
-		}
-		mask, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
-		if err == nil && mask&bit != 0 {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // fresh reports whether the file at path differs from the one seen before the signal.

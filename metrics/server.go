@@ -14,9 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ipfailover/ipfailover/procfs"
 )
 
 var errNotRunning = errors.New("keepalived is not running")
@@ -181,14 +181,15 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	switch {
-	case !s.ready.Load():
+	if !s.ready.Load() {
 		http.Error(w, "configuration not written or keepalived not started yet", http.StatusServiceUnavailable)
-	case !s.keepalived.Running():
-		http.Error(w, errNotRunning.Error(), http.StatusServiceUnavailable)
-	default:
-		io.WriteString(w, "ok\n")
+		return
 	}
+	if err := alive(s.keepalived); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
 }
 
 func index(w http.ResponseWriter, _ *http.Request) {
@@ -206,16 +207,11 @@ func alive(k Keepalived) error {
 	if !k.Running() || pid <= 0 {
 		return errNotRunning
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	state, _, err := procfs.Stat(pid)
 	if err != nil {
 		return fmt.Errorf("keepalived pid %d is gone: %w", pid, err)
 	}
-	// The state follows the command name, which is in parentheses and may contain any byte.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return fmt.Errorf("keepalived pid %d: unreadable /proc stat", pid)
-	}
-	switch b[i+2] {
+	switch state {
 	case 'Z':
 		return fmt.Errorf("keepalived pid %d is a zombie", pid)
 	case 'X', 'x':

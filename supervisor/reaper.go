@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipfailover/ipfailover/procfs"
 )
 
 // Reaper reaps zombie children of this process; see the package
@@ -253,35 +255,12 @@ func zombieChildren(ppid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		state, parent, err := procState(pid)
+		state, parent, err := procfs.Stat(pid)
 		if err == nil && parent == ppid && state == 'Z' {
 			pids = append(pids, pid)
 		}
 	}
 	return pids, nil
-}
-
-// procState returns the state letter and parent pid of pid from
-// /proc/<pid>/stat.
-func procState(pid int) (byte, int, error) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	fields := bytes.Fields(stat[i+1:])
-	if len(fields) < 2 || len(fields[0]) != 1 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
-	}
-	ppid, err := strconv.Atoi(string(fields[1]))
-	if err != nil {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: parent pid: %w", pid, err)
-	}
-	return fields[0][0], ppid, nil
 }
 
 // statusString describes a wait status the way exec.ExitError does.

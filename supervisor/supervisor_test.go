@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ipfailover/ipfailover/procfs"
 )
 
 // fakeBinary is testdata/fakekeepalived built as ".../keepalived", so that
@@ -618,7 +620,7 @@ func TestReaperSeesPastForeignZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "our own child to be a zombie", func() bool {
-		state, _, err := procState(mine.Process.Pid)
+		state, _, err := procfs.Stat(mine.Process.Pid)
 		return err == nil && state == 'Z'
 	})
 	for range 3 {
