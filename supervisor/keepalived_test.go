@@ -70,9 +70,21 @@ func readPID(file string) int {
 	return pid
 }
 
-// TestRealKeepalived supervises the real keepalived in a fresh network
-// namespace: start, SIGKILL, restart, graceful stop.
-func TestRealKeepalived(t *testing.T) {
+// realRig is a Supervisor running the real keepalived in a fresh network
+// namespace, with its files in a temporary directory.
+type realRig struct {
+	s                    *Supervisor
+	ns                   string
+	pidFile, vrrpPIDFile string
+	output, logs         *syncBuffer
+	cancel               context.CancelFunc
+	done                 chan error
+}
+
+// startReal starts a Supervisor on the real keepalived (skipping the test
+// where that cannot run); the supervisor is stopped when the test ends.
+func startReal(t *testing.T) *realRig {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: runs the real keepalived in a new network namespace")
 	}
@@ -83,91 +95,96 @@ func TestRealKeepalived(t *testing.T) {
 	if err != nil {
 		t.Skipf("iproute2 is not installed: %v", err)
 	}
-	ns := netns(t)
+	r := &realRig{ns: netns(t), output: &syncBuffer{}, logs: &syncBuffer{}, done: make(chan error, 1)}
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "keepalived.conf")
 	if err := os.WriteFile(conf, []byte(realConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pidFile := filepath.Join(dir, "keepalived.pid")
-	vrrpPidFile := filepath.Join(dir, "vrrp.pid")
+	r.pidFile = filepath.Join(dir, "keepalived.pid")
+	r.vrrpPIDFile = filepath.Join(dir, "vrrp.pid")
 	// `ip netns exec` execs keepalived in place, so its pid is the one the
 	// supervisor started.
-	args := append([]string{"netns", "exec", ns, DefaultBinary},
-		Args(conf, []string{"-D", "-P", "-r", vrrpPidFile, "-c", filepath.Join(dir, "checkers.pid"), "-b", filepath.Join(dir, "bfd.pid")})...)
-	args = append(args, "-p", pidFile)
+	args := append([]string{"netns", "exec", r.ns, DefaultBinary},
+		Args(conf, []string{"-D", "-P", "-r", r.vrrpPIDFile, "-c", filepath.Join(dir, "checkers.pid"), "-b", filepath.Join(dir, "bfd.pid")})...)
+	args = append(args, "-p", r.pidFile)
 
-	output, logs := &syncBuffer{}, &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := New(Options{
+	var ctx context.Context
+	ctx, r.cancel = context.WithCancel(context.Background())
+	r.s = New(Options{
 		Binary:      ipPath,
 		Args:        args,
-		Stdout:      output,
-		Stderr:      output,
-		Logger:      slog.New(slog.NewTextHandler(logs, nil)),
-		PIDFile:     pidFile,
+		Stdout:      r.output,
+		Stderr:      r.output,
+		Logger:      slog.New(slog.NewTextHandler(r.logs, nil)),
+		PIDFile:     r.pidFile,
 		StopTimeout: 20 * time.Second,
 		BackoffMin:  200 * time.Millisecond,
 	})
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { r.done <- r.s.Run(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		<-done
+		r.cancel()
+		<-r.done
 		if t.Failed() {
-			t.Logf("supervisor log:\n%s\nkeepalived output:\n%s", logs, output)
+			t.Logf("supervisor log:\n%s\nkeepalived output:\n%s", r.logs, r.output)
 		} else if testing.Verbose() {
-			t.Logf("supervisor log:\n%s", logs)
+			t.Logf("supervisor log:\n%s", r.logs)
 		}
 	})
+	return r
+}
 
+// TestRealKeepalived supervises the real keepalived in a fresh network
+// namespace: start, SIGKILL, restart, graceful stop.
+func TestRealKeepalived(t *testing.T) {
+	r := startReal(t)
 	waitFor(t, "keepalived to enter MASTER state", func() bool {
-		return strings.Contains(output.String(), "Entering MASTER STATE")
+		return strings.Contains(r.output.String(), "Entering MASTER STATE")
 	})
-	first := s.PID()
-	waitFor(t, "the pid file to name PID()", func() bool { return readPID(pidFile) == first && first != 0 })
-	waitFor(t, "the VRRP child's pid file", func() bool { return readPID(vrrpPidFile) != 0 })
-	vrrpChild := readPID(vrrpPidFile)
+	first := r.s.PID()
+	waitFor(t, "the pid file to name PID()", func() bool { return readPID(r.pidFile) == first && first != 0 })
+	waitFor(t, "the VRRP child's pid file", func() bool { return readPID(r.vrrpPIDFile) != 0 })
+	vrrpChild := readPID(r.vrrpPIDFile)
 
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the restarted keepalived to enter MASTER state", func() bool {
-		return strings.Count(output.String(), "Entering MASTER STATE") >= 2
+		return strings.Count(r.output.String(), "Entering MASTER STATE") >= 2
 	})
-	second := s.PID()
-	if second == 0 || second == first || readPID(pidFile) != second {
-		t.Fatalf("after the restart PID() = %d, pid file %d, first pid %d", second, readPID(pidFile), first)
+	second := r.s.PID()
+	if second == 0 || second == first || readPID(r.pidFile) != second {
+		t.Fatalf("after the restart PID() = %d, pid file %d, first pid %d", second, readPID(r.pidFile), first)
 	}
 	// The old VRRP child was stopped before the restart, so the new
 	// keepalived started at the first attempt.
-	if s.Deaths() != 1 || s.Restarts() != 1 {
-		t.Errorf("Deaths() = %d, Restarts() = %d; want 1, 1", s.Deaths(), s.Restarts())
+	if r.s.Deaths() != 1 || r.s.Restarts() != 1 {
+		t.Errorf("Deaths() = %d, Restarts() = %d; want 1, 1", r.s.Deaths(), r.s.Restarts())
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", vrrpChild)); !os.IsNotExist(err) {
 		t.Errorf("the old VRRP child %d is still there", vrrpChild)
 	}
-	st, _ := s.LastExit()
+	st, _ := r.s.LastExit()
 	if st.PID != first || st.Signal != syscall.SIGKILL {
 		t.Errorf("LastExit() = %+v, want pid %d killed by SIGKILL", st, first)
 	}
 	noZombies(t)
 
-	cancel()
-	if err := <-done; err != nil {
+	r.cancel()
+	if err := <-r.done; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	done <- nil // for the cleanup
-	if st, _ := s.LastExit(); st.PID != second || st.Code != 0 || st.Signal != 0 {
+	r.done <- nil // for the cleanup
+	if st, _ := r.s.LastExit(); st.PID != second || st.Code != 0 || st.Signal != 0 {
 		t.Errorf("LastExit() = %+v, want pid %d exit status 0 (no SIGKILL)", st, second)
 	}
-	if strings.Contains(logs.String(), "SIGKILL") {
-		t.Errorf("keepalived needed SIGKILL to stop:\n%s", logs)
+	if strings.Contains(r.logs.String(), "SIGKILL") {
+		t.Errorf("keepalived needed SIGKILL to stop:\n%s", r.logs)
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", second)); !os.IsNotExist(err) {
 		t.Errorf("keepalived pid %d still exists after Run returned", second)
 	}
-	out, err := exec.Command("ip", "-n", ns, "-o", "addr", "show", "dev", "veth0").CombinedOutput()
+	out, err := exec.Command("ip", "-n", r.ns, "-o", "addr", "show", "dev", "veth0").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ip addr: %v: %s", err, out)
 	}
@@ -175,4 +192,26 @@ func TestRealKeepalived(t *testing.T) {
 		t.Errorf("keepalived left its VIP behind after a graceful stop:\n%s", out)
 	}
 	noZombies(t)
+}
+
+// TestRealKeepalivedReloadAtStart asks for a reload the moment keepalived
+// has been started, before it can have set up its signals: SIGHUP's default
+// action would end it. It must instead get the SIGHUP once it handles it, and
+// reload without dying.
+func TestRealKeepalivedReloadAtStart(t *testing.T) {
+	r := startReal(t)
+	<-r.s.Started()
+	pid := r.s.PID()
+	if err := r.s.Reload(); err != nil {
+		t.Fatalf("Reload right after the start: %v", err)
+	}
+	waitFor(t, "keepalived to reload", func() bool {
+		return strings.Contains(r.output.String(), "Reloading")
+	})
+	waitFor(t, "keepalived to enter MASTER state", func() bool {
+		return strings.Contains(r.output.String(), "Entering MASTER STATE")
+	})
+	if r.s.Deaths() != 0 || r.s.PID() != pid {
+		t.Errorf("after the reload: %d deaths, pid %d (was %d); want keepalived untouched", r.s.Deaths(), r.s.PID(), pid)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipfailover/ipfailover/procfs"
 )
 
 // Defaults for Options.
@@ -175,19 +177,44 @@ func (s *Supervisor) LastExit() (status ExitStatus, ok bool) {
 	return s.lastExit, s.lastExit.PID != 0
 }
 
+// reloadWait bounds how long Reload waits for a keepalived that has only just
+// started to set up its signal handling.
+const reloadWait = 5 * time.Second
+
 // Reload sends SIGHUP to keepalived, which re-reads its configuration and
-// keeps running.
+// keeps running. SIGHUP's default action is to end a process, and keepalived
+// sets up its signals some milliseconds after it starts: a keepalived that
+// does not block or catch SIGHUP yet gets it once it does (it may have read
+// the configuration by then; the reload makes sure it runs the new one), and
+// Reload waits at most reloadWait for that.
 func (s *Supervisor) Reload() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return ErrNotRunning
+	deadline := time.Now().Add(reloadWait)
+	for {
+		s.mu.Lock()
+		proc := s.proc
+		if proc == nil {
+			s.mu.Unlock()
+			return ErrNotRunning
+		}
+		ready, err := procfs.HandlesSignal(proc.Pid, unix.SIGHUP)
+		if err == nil && ready {
+			err = proc.Signal(unix.SIGHUP)
+			s.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("reloading keepalived (pid %d): %w", proc.Pid, err)
+			}
+			s.logger.Info("reloading keepalived", "pid", proc.Pid)
+			return nil
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("reloading keepalived (pid %d): %w", proc.Pid, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("reloading keepalived (pid %d): it has not set up SIGHUP within %v of the request, and SIGHUP would end it", proc.Pid, reloadWait)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if err := s.proc.Signal(unix.SIGHUP); err != nil {
-		return fmt.Errorf("reloading keepalived (pid %d): %w", s.proc.Pid, err)
-	}
-	s.logger.Info("reloading keepalived", "pid", s.proc.Pid)
-	return nil
 }
 
 // Run starts keepalived and keeps it running until ctx is done, then stops it
