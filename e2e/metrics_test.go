@@ -256,7 +256,7 @@ func (s *scenario) frozen(t *testing.T, hc *http.Client, p *lab.Process) {
 
 // zombie makes keepalived's parent a zombie that ipfailover cannot reap, for
 // as long as the test wants, and checks /healthz answers 503 and /metrics
-// keepalived_up 0 the whole time; then lets ipfailover reap it and checks
+// keepalived_up 0 the whole time (and /readyz 503); then lets ipfailover reap it and checks
 // that keepalived comes back and both recover.
 //
 // Killing keepalived alone would leave a window of only the reaper's
@@ -328,7 +328,9 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process, out *la
 		time.Sleep(200 * time.Millisecond)
 	}
 	code, body, err := httpGet(s.ctx, hc, metricsURL(n, "/readyz"))
-	t.Logf("%s: keepalived %d a zombie: /healthz 503, keepalived_up 0; /readyz %d %q %v", n.Name, kpid, code, strings.TrimSpace(body), err)
+	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "zombie") {
+		t.Errorf("%s /readyz with keepalived %d a zombie: %d %q %v, want 503 naming the zombie", n.Name, kpid, code, body, err)
+	}
 
 	// Prometheus does not wait for keepalived to be ready: keep scraping,
 	// from two goroutines, while ipfailover reaps the zombie and starts a
