@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,7 +79,8 @@ func newScenario(t *testing.T) *scenario {
 	}
 	s := &scenario{t: t, ctx: ctx, c: c, httpd: map[*lab.Node]*lab.Process{}}
 	t.Cleanup(func() {
-		if t.Failed() {
+		// IPFAILOVER_E2E_LOGS=1 keeps the process outputs of passing tests too.
+		if t.Failed() || os.Getenv("IPFAILOVER_E2E_LOGS") != "" {
 			s.dump()
 		}
 		if err := c.Close(); err != nil {
@@ -115,11 +118,35 @@ func (s *scenario) output(name string) *lab.Output {
 	return out
 }
 
+// dumpTail is how many lines of each process's output a failed test logs;
+// the whole output goes to a file, so the test's own errors stay in sight.
+const dumpTail = 25
+
 func (s *scenario) dump() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, o := range s.outputs {
-		s.t.Logf("----- output of %s -----\n%s", o.name, o.out)
+	dir, err := os.MkdirTemp("", "ipfailover-e2e-"+strings.ReplaceAll(s.t.Name(), "/", "_")+"-")
+	if err != nil {
+		s.t.Logf("no directory for the full process outputs: %v", err)
+	}
+	for i, o := range s.outputs {
+		text := o.out.String()
+		if text == "" {
+			s.t.Logf("----- no output from %s -----", o.name)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+		where := ""
+		if dir != "" {
+			path := filepath.Join(dir, fmt.Sprintf("%02d-%s.log", i, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(o.name)))
+			if err := os.WriteFile(path, []byte(text), 0o644); err == nil {
+				where = ", all of it in " + path
+			}
+		}
+		if len(lines) > dumpTail {
+			lines = lines[len(lines)-dumpTail:]
+		}
+		s.t.Logf("----- output of %s (last %d lines%s) -----\n%s", o.name, len(lines), where, strings.Join(lines, "\n"))
 	}
 	for _, n := range s.c.Nodes {
 		a, _ := n.Addrs()
