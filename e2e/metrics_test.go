@@ -273,10 +273,12 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process, out *la
 	before := s.waitScrape(t, hc, n, func(m *scrape) error { return m.wantUp(1) })
 	restarts := before.value("ipfailover_keepalived_restarts_total", nil)
 
-	// A tracee belongs to the tracer thread. This goroutine keeps its
-	// thread and never gives it back: when the test function returns the
-	// thread exits, which detaches a tracee left over by a failure.
+	// A tracee belongs to the tracer thread: this goroutine keeps its thread
+	// until the tracee is reaped (release, deferred below, runs first). It
+	// gives the thread back rather than letting it exit with the goroutine:
+	// an exiting thread sends Pdeathsig to children forked on it.
 	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.PtraceSeize(kpid); err != nil {
 		t.Skipf("cannot ptrace keepalived to hold its zombie: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,5 +277,43 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 			t.Fatalf("waiting for %s: %v", what, ctx.Err())
 		case <-time.After(PollInterval):
 		}
+	}
+}
+
+// TestProcessOutlivesItsStartersThread starts a node process from a
+// goroutine locked to its thread, then ends the goroutine, which ends the
+// thread (as the e2e test that holds a ptrace tracee does). The process
+// must keep running: Pdeathsig follows the forking thread, not the process.
+func TestProcessOutlivesItsStartersThread(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	started := make(chan *Process, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends with this goroutine
+		p, err := c.Nodes[0].Start(ctx, []string{"sleep", "60"}, nil, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		started <- p
+	}()
+	p := <-started
+	if p == nil {
+		t.FailNow()
+	}
+	// The starter's thread is gone once the runtime has run its exit; give
+	// a killed process time to be reported.
+	select {
+	case <-p.Done():
+		code, _ := p.Wait(ctx)
+		t.Fatalf("the node's process exited (code %d) when the thread that started it ended", code)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(ctx); err != nil || code != 137 {
+		t.Errorf("Wait after Kill = %d, %v; want 137", code, err)
 	}
 }

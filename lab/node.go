@@ -127,8 +127,10 @@ func (n *Node) Start(ctx context.Context, argv, env []string, out io.Writer) (*P
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	// Pdeathsig is a safety net for a harness killed without Close: the
-	// node's processes die with it instead of holding VIPs forever.
-	if err := cmd.Start(); err != nil {
+	// node's processes die with it instead of holding VIPs forever. It is
+	// tied to the thread that forks, so the fork happens on a thread that
+	// lives as long as this process (see startFromForker).
+	if err := startFromForker(cmd); err != nil {
 		return nil, fmt.Errorf("starting %q in %s: %w", argv, n.Name, err)
 	}
 	p := &Process{Pid: cmd.Process.Pid, Argv: argv, node: n, cmd: cmd, done: make(chan struct{})}
