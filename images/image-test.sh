@@ -245,26 +245,39 @@ else
 fi
 
 # --- monitor.sh, the old entry path, starts the same way ---------------------
+# With the nftables table instead of the iptables rule, and an IPv6 VIP next
+# to the IPv4 one (two instances: a group never mixes families).
 nso=$id-o
 ctr=$id-old
-if mknode "$nso" 192.0.2.4; then
+if mknode "$nso" 192.0.2.4 && ip -n "$nso" addr add 2001:db8::4/64 dev veth0 nodad; then
 	ctrs+=("$ctr")
 	if podman_ run -d --name "$ctr" --privileged --network "ns:/run/netns/$nso" \
 		--ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
 		--entrypoint "$OLD/monitor.sh" \
-		-e OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.130 \
+		-e OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.130,2001:db8::130 \
 		-e OPENSHIFT_HA_MONITOR_PORT=0 \
 		-e OPENSHIFT_HA_METRICS_ADDRESS= \
+		-e OPENSHIFT_HA_NFTABLES_RULE=true \
 		"$IMAGE" >/dev/null; then
 		if master "$ctr"; then
 			pass "monitor.sh: starts keepalived, 'Entering MASTER STATE'"
 		else
 			fail "monitor.sh: starts keepalived, 'Entering MASTER STATE'" "$(podman_ logs "$ctr" 2>&1 | tail -n 30)"
 		fi
+		if wait_for 30 bash -c "ip -n '$nso' -6 addr show dev veth0 | grep -q '2001:db8::130/'"; then
+			pass "monitor.sh: IPv6 VIP 2001:db8::130 on veth0"
+		else
+			fail "monitor.sh: IPv6 VIP 2001:db8::130 on veth0" "$(ip -n "$nso" addr show dev veth0; podman_ logs "$ctr" 2>&1 | tail -n 20)"
+		fi
+		check "monitor.sh: IPv4 VIP 192.0.2.130 on veth0" bash -c "ip -n '$nso' -4 addr show dev veth0 | grep -q '192.0.2.130/'"
+		nft_rules=$(ip netns exec "$nso" nft list table inet keepalived 2>&1)
+		check "monitor.sh: nft table inet keepalived accepts VRRP to 224.0.0.18 and ff02::12" bash -c 'grep -q "224.0.0.18" <<<"$1" && grep -q "ff02::12" <<<"$1" && grep -q accept <<<"$1"' _ "$nft_rules"
+		check "monitor.sh: no iptables rule with the nft table" bash -c "! ip netns exec '$nso' iptables -S INPUT | grep -q '224.0.0.18'"
 		check "monitor.sh: metrics off with OPENSHIFT_HA_METRICS_ADDRESS empty" bash -c "! ip netns exec '$nso' timeout 2 bash -c 'exec 3<>/dev/tcp/192.0.2.4/9650'"
 		check "monitor.sh: still running before SIGTERM" running "$ctr"
 		podman_ stop -t 30 "$ctr" >/dev/null 2>&1
 		check "monitor.sh: SIGTERM exits 0" test "$(podman_ inspect "$ctr" --format '{{.State.ExitCode}}')" = 0
+		check "monitor.sh: SIGTERM released both VIPs" bash -c "! ip -n '$nso' addr show dev veth0 | grep -qE '192\.0\.2\.130/|2001:db8::130/'"
 	else
 		fail "monitor.sh: container starts"
 	fi
