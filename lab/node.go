@@ -295,15 +295,25 @@ func (n *Node) killAll() {
 	n.mu.Lock()
 	procs := slices.Clone(n.procs)
 	n.mu.Unlock()
-	for _, p := range procs {
-		if p.Exited() {
-			continue
-		}
-		if ps, err := p.Procs(); err == nil {
-			for _, q := range ps {
-				_ = syscall.Kill(q.Pid, syscall.SIGKILL)
+	// Stop everything first, then kill: killed one by one, keepalived's
+	// VRRP child outlives its parent by a moment and gets SIGTERM from
+	// the parent's death (its Pdeathsig), and could send the priority-0
+	// adverts that a crashed node never sends. A stopped process cannot.
+	signalAll := func(sig syscall.Signal) {
+		for _, p := range procs {
+			if p.Exited() {
+				continue
+			}
+			if ps, err := p.Procs(); err == nil {
+				for _, q := range ps {
+					_ = syscall.Kill(q.Pid, sig)
+				}
 			}
 		}
+	}
+	signalAll(syscall.SIGSTOP)
+	signalAll(syscall.SIGKILL)
+	for _, p := range procs {
 		_ = p.Kill()
 	}
 	for _, p := range procs {
