@@ -97,6 +97,19 @@ func (n *Node) netlink() (*netlink.Handle, error) {
 	return n.handle, nil
 }
 
+// eth0 returns the node's netlink handle and its eth0.
+func (n *Node) eth0() (*netlink.Handle, netlink.Link, error) {
+	h, err := n.netlink()
+	if err != nil {
+		return nil, nil, err
+	}
+	link, err := h.LinkByName(Link)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", n.Name, err)
+	}
+	return h, link, nil
+}
+
 // Start runs argv in the node like a container: in the node's network
 // namespace, as PID 1 of a new PID namespace, in a new mount namespace with
 // private tmpfs on /run, /tmp and /etc/keepalived. env is the whole
@@ -177,18 +190,14 @@ func execOut(ctx context.Context, argv []string) ([]byte, error) {
 	return out, nil
 }
 
-// Crash is a power cut: SIGKILL to every process in the PID namespaces of
-// the processes started on the node, then eth0 down. Addresses on eth0 stay
+// Crash is a power cut: every process in the PID namespaces of the
+// processes started on the node is stopped, then killed, then eth0 goes down. Addresses on eth0 stay
 // (VIPs included), as they would on a machine that froze.
 func (n *Node) Crash() error {
 	n.killAll()
-	h, err := n.netlink()
+	h, link, err := n.eth0()
 	if err != nil {
 		return err
-	}
-	link, err := h.LinkByName(Link)
-	if err != nil {
-		return fmt.Errorf("%s: %w", n.Name, err)
 	}
 	if err := h.LinkSetDown(link); err != nil {
 		return fmt.Errorf("%s: setting %s down: %w", n.Name, Link, err)
@@ -200,13 +209,9 @@ func (n *Node) Crash() error {
 // Rejoin brings eth0 back up after Crash and restores the default routes
 // the kernel dropped with the link. Stale addresses are left alone.
 func (n *Node) Rejoin(ctx context.Context) error {
-	h, err := n.netlink()
+	h, link, err := n.eth0()
 	if err != nil {
 		return err
-	}
-	link, err := h.LinkByName(Link)
-	if err != nil {
-		return fmt.Errorf("%s: %w", n.Name, err)
 	}
 	if err := h.LinkSetUp(link); err != nil {
 		return fmt.Errorf("%s: setting %s up: %w", n.Name, Link, err)
@@ -222,13 +227,9 @@ func (n *Node) Rejoin(ctx context.Context) error {
 
 // Up reports whether eth0 is administratively up (false after Crash).
 func (n *Node) Up() (bool, error) {
-	h, err := n.netlink()
+	_, link, err := n.eth0()
 	if err != nil {
 		return false, err
-	}
-	link, err := h.LinkByName(Link)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	return link.Attrs().Flags&net.FlagUp != 0, nil
 }
@@ -236,13 +237,9 @@ func (n *Node) Up() (bool, error) {
 // Addrs returns the addresses on the node's eth0 (link-local ones
 // excluded), read with netlink inside the node's namespace.
 func (n *Node) Addrs() ([]netip.Prefix, error) {
-	h, err := n.netlink()
+	h, link, err := n.eth0()
 	if err != nil {
 		return nil, err
-	}
-	link, err := h.LinkByName(Link)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
