@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"net/netip"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipfailover/ipfailover/lab"
+	"github.com/ipfailover/ipfailover/procfs"
 )
 
 // metricsPort is OPENSHIFT_HA_METRICS_ADDRESS's default port; the scenario
@@ -299,9 +299,9 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process, out *la
 	}
 	defer release()
 	s.poll(t, fmt.Sprintf("zombie of keepalived %d", kpid), func(context.Context) error {
-		st, err := procState(kpid)
-		if err == nil && st != "Z" {
-			err = fmt.Errorf("state %s", st)
+		st, _, err := procfs.Stat(kpid)
+		if err == nil && st != 'Z' {
+			err = fmt.Errorf("state %c", st)
 		}
 		return err
 	})
@@ -324,7 +324,7 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process, out *la
 				t.Errorf("%s: keepalived_vrrp_state served with keepalived a zombie", n.Name)
 			}
 		}
-		if st, err := procState(kpid); err != nil || st != "Z" {
+		if st, _, err := procfs.Stat(kpid); err != nil || st != 'Z' {
 			t.Fatalf("keepalived %d state %q %v: the zombie was not held", kpid, st, err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -408,23 +408,6 @@ func keepalivedParent(t *testing.T, p *lab.Process) int {
 	}
 	t.Fatalf("no live keepalived child of ipfailover %d on %s: %+v", p.Pid, p.Node().Name, ks)
 	return 0
-}
-
-// procState returns the state letter of /proc/<pid>/stat.
-func procState(pid int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return "", fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) == 0 {
-		return "", fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
-	}
-	return f[0], nil
 }
 
 // waitAgree polls until the metrics of every node in nodes agree with the
