@@ -70,11 +70,7 @@ type HolderMap map[netip.Addr]*Node
 
 // String lists "vip=node" pairs in address order.
 func (m HolderMap) String() string {
-	vips := make([]netip.Addr, 0, len(m))
-	for v := range m {
-		vips = append(vips, v)
-	}
-	slices.SortFunc(vips, netip.Addr.Compare)
+	vips := slices.SortedFunc(maps.Keys(m), netip.Addr.Compare)
 	var s []string
 	for _, v := range vips {
 		name := "none"

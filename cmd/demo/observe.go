@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -67,11 +68,7 @@ func (h holders) held(n *lab.Node) []netip.Addr {
 }
 
 func (h holders) String() string {
-	vips := make([]netip.Addr, 0, len(h))
-	for v := range h {
-		vips = append(vips, v)
-	}
-	slices.SortFunc(vips, netip.Addr.Compare)
+	vips := slices.SortedFunc(maps.Keys(h), netip.Addr.Compare)
 	var s []string
 	for _, v := range vips {
 		var names []string
