@@ -359,6 +359,18 @@ func (s *Supervisor) exited(ws unix.WaitStatus, death bool) ExitStatus {
 	return status
 }
 
+// minKillWait is the least time a SIGKILLed process gets to be gone. SIGKILL
+// cannot be caught or ignored: only a process held up in the kernel (or not
+// yet scheduled on a busy machine) is still there after it, and giving up
+// leaves it running.
+const minKillWait = 5 * time.Second
+
+// killWait is how long to wait for processes after SIGKILL: StopTimeout, but
+// at least minKillWait.
+func (s *Supervisor) killWait() time.Duration {
+	return max(s.opts.StopTimeout, minKillWait)
+}
+
 // stop sends SIGTERM, waits up to StopTimeout for keepalived to exit (it
 // sends its priority-0 adverts and removes its VIPs meanwhile), then SIGKILL.
 func (s *Supervisor) stop(exited <-chan unix.WaitStatus) {
@@ -381,7 +393,7 @@ func (s *Supervisor) stop(exited <-chan unix.WaitStatus) {
 		if err := proc.Signal(unix.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			s.logger.Warn("sending SIGKILL to keepalived", "pid", proc.Pid, "error", err)
 		}
-		timer.Reset(s.opts.StopTimeout)
+		timer.Reset(s.killWait())
 		select {
 		case ws = <-exited:
 		case <-timer.C:
@@ -414,7 +426,7 @@ func (s *Supervisor) drainGroup(pgid int) {
 	}
 	s.logger.Warn("keepalived's process group did not exit after SIGTERM; sending SIGKILL", "pgid", pgid)
 	_ = unix.Kill(-pgid, unix.SIGKILL)
-	if !waitGroupEmpty(pgid, s.opts.StopTimeout) {
+	if !waitGroupEmpty(pgid, s.killWait()) {
 		s.logger.Error("keepalived's process group survived SIGKILL", "pgid", pgid)
 	}
 }
