@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -56,7 +57,7 @@ func (a addrs) List(iface string) ([]netip.Prefix, error) {
 	return p, nil
 }
 
-// fake is a running fake-keepalived.sh.
+// fake is a running fake keepalived (fakeKeepalived in this test binary).
 type fake struct {
 	pid     int
 	dump    string
@@ -76,7 +77,7 @@ func (f *fake) signals(t testing.TB) int {
 	return strings.Count(string(b), "signal\n")
 }
 
-// startFake starts testdata/fake-keepalived.sh serving a copy of fixture ("ignore": nothing).
+// startFake starts a fake keepalived serving a copy of fixture ("ignore": nothing).
 func startFake(t testing.TB, fixture string) *fake {
 	t.Helper()
 	dir := t.TempDir()
@@ -85,7 +86,9 @@ func startFake(t testing.TB, fixture string) *fake {
 		f.fixture = filepath.Join(dir, "fixture.json")
 		copyFile(t, filepath.Join("testdata", fixture), f.fixture)
 	}
-	cmd := exec.Command("testdata/fake-keepalived.sh", "36", f.fixture, f.dump, f.count)
+	cmd := exec.Command(os.Args[0], strconv.Itoa(int(jsonSignal)), f.fixture, f.dump, f.count)
+	cmd.Env = append(os.Environ(), fakeKeepalivedEnv+"=1")
+	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -148,11 +151,22 @@ func testOptions(k Keepalived, dumpPath string) Options {
 
 func newServer(t testing.TB, o Options) *Server {
 	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
 	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// testWriter sends the server's log lines to the test's log, shown when the test fails.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }
 
 func TestParseDump(t *testing.T) {
