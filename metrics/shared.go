@@ -20,6 +20,8 @@ type sharedResponse struct {
 	// keepalived is alive, and which process it is); a rendering made in
 	// another state is never served.
 	state func() string
+	// now is the clock, time.Now but in tests.
+	now func() time.Time
 
 	mu      sync.Mutex
 	entries map[string]*sharedEntry
@@ -38,19 +40,20 @@ func newSharedResponse(next http.Handler, maxAge time.Duration, state func() str
 	if maxAge <= 0 {
 		return next
 	}
-	return &sharedResponse{next: next, maxAge: maxAge, state: state, entries: map[string]*sharedEntry{}}
+	return &sharedResponse{next: next, maxAge: maxAge, state: state, now: time.Now, entries: map[string]*sharedEntry{}}
 }
 
 func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding") + "\x00" + r.URL.RawQuery
 	state := s.state()
 	s.mu.Lock()
+	now := s.now()
 	e, ok := s.entries[key]
-	fresh := ok && e.state == state && (e.at.IsZero() || time.Since(e.at) < s.maxAge)
+	fresh := ok && e.state == state && (e.at.IsZero() || now.Sub(e.at) < s.maxAge)
 	if !fresh {
 		// Forget stale renderings, so odd headers cannot grow the map.
 		for k, old := range s.entries {
-			if !old.at.IsZero() && time.Since(old.at) >= s.maxAge {
+			if !old.at.IsZero() && now.Sub(old.at) >= s.maxAge {
 				delete(s.entries, k)
 			}
 		}
@@ -64,7 +67,7 @@ func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.next.ServeHTTP(rec, r)
 		e.status, e.header, e.body = rec.status, rec.header, rec.buf.Bytes()
 		s.mu.Lock()
-		e.at = time.Now()
+		e.at = s.now()
 		s.mu.Unlock()
 		close(e.done)
 	} else {

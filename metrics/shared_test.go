@@ -55,13 +55,20 @@ func TestSharedResponse(t *testing.T) {
 
 func TestSharedResponseExpires(t *testing.T) {
 	var renders atomic.Int32
-	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond, func() string { return "" })
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
-	time.Sleep(30 * time.Millisecond)
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond, func() string { return "" }).(*sharedResponse)
+	clock := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	h.now = func() time.Time { return clock }
+	serve := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil)) }
+	serve()
+	clock = clock.Add(19 * time.Millisecond)
+	serve()
+	if n := renders.Load(); n != 1 {
+		t.Errorf("rendered %d times within maxAge, want 1", n)
+	}
+	clock = clock.Add(time.Millisecond)
+	serve()
 	if n := renders.Load(); n != 2 {
-		t.Errorf("rendered %d times, want 2 (one reuse, one after expiry)", n)
+		t.Errorf("rendered %d times, want 2 (one reuse, one at expiry)", n)
 	}
 }
 
