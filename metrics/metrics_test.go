@@ -98,7 +98,7 @@ func startFake(t testing.TB, fixture string) *fake {
 		cmd.Wait()
 	})
 	f.pid = cmd.Process.Pid
-	waitFor(t, "the fake keepalived's trap", func() bool {
+	waitFor(t, "the fake keepalived's signal handler", func() bool {
 		_, err := os.Stat(f.count + ".ready")
 		return err == nil
 	})
