@@ -271,7 +271,7 @@ func TestRealKeepalivedDies(t *testing.T) {
 
 // BenchmarkScrape measures one full /metrics scrape: taking a fresh dump each time from the
 // real keepalived (root only) and from a fixture served by the fake keepalived (whose deliberate
-// with its deliberate half-write pause, dominates), and reusing one dump of the fixture, which
+// half-write pause dominates), and reusing one dump of the fixture, which
 // is this package's own cost.
 func BenchmarkScrape(b *testing.B) {
 	bench := func(b *testing.B, o Options, maxAge time.Duration) {
