@@ -325,8 +325,7 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 	outs := make([]*linePrefixer, len(r.c.Nodes))
 	began := time.Now()
 	for i, n := range r.c.Nodes {
-		outs[i] = r.prefixed(n)
-		outs[i].mark = "Entering BACKUP STATE"
+		outs[i] = r.prefixed(n, "Entering BACKUP STATE")
 		out := lab.NewOutput(outs[i])
 		p, err := n.Start(ctx, argv, env, out)
 		if err != nil {
@@ -450,12 +449,13 @@ func (r *runner) reset(ctx context.Context, vips []netip.Addr) error {
 	return r.w.Release(vips)
 }
 
-func (r *runner) prefixed(n *lab.Node) *linePrefixer {
+// prefixed is n's output, noting when a line containing mark arrived ("": none).
+func (r *runner) prefixed(n *lab.Node, mark string) *linePrefixer {
 	w := r.o.NodeOut
 	if w == nil {
 		w = io.Discard
 	}
-	return &linePrefixer{w: w, prefix: n.Name + ": "}
+	return newLinePrefixer(w, n.Name+": ", mark)
 }
 
 // move times the move of the VIPs that holder holds to other nodes from
@@ -589,7 +589,7 @@ func (r *runner) startup(ctx context.Context) error {
 		return err
 	}
 	for _, n := range r.c.Nodes {
-		p, err := n.Start(ctx, []string{r.o.Binary, "run"}, append(Env(), r.o.NodeEnv...), r.prefixed(n))
+		p, err := n.Start(ctx, []string{r.o.Binary, "run"}, append(Env(), r.o.NodeEnv...), r.prefixed(n, ""))
 		if err != nil {
 			return err
 		}
@@ -744,38 +744,27 @@ func tail(s string, n int) string {
 // linePrefixer writes whole lines with the time and a prefix, and notes
 // when the first line containing mark arrived.
 type linePrefixer struct {
-	mu      sync.Mutex
-	w       io.Writer
-	prefix  string
-	partial []byte
-	mark    string
-	markAt  time.Time
+	io.Writer
+	mu     sync.Mutex
+	markAt time.Time
+}
+
+func newLinePrefixer(w io.Writer, prefix, mark string) *linePrefixer {
+	l := &linePrefixer{}
+	l.Writer = lab.LineWriter(&l.mu, func(line []byte) error {
+		// Arrival time in ms: keepalived's own timestamps have seconds.
+		now := time.Now()
+		if mark != "" && l.markAt.IsZero() && bytes.Contains(line, []byte(mark)) {
+			l.markAt = now
+		}
+		_, err := io.WriteString(w, now.Format("15:04:05.000 ")+prefix+string(line))
+		return err
+	})
+	return l
 }
 
 func (l *linePrefixer) marked() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.markAt
-}
-
-func (l *linePrefixer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partial = append(l.partial, b...)
-	for {
-		i := slices.Index(l.partial, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		// Arrival time in ms: keepalived's own timestamps have seconds.
-		now := time.Now()
-		if l.mark != "" && l.markAt.IsZero() && bytes.Contains(l.partial[:i+1], []byte(l.mark)) {
-			l.markAt = now
-		}
-		line := append([]byte(now.Format("15:04:05.000 ")+l.prefix), l.partial[:i+1]...)
-		if _, err := l.w.Write(line); err != nil {
-			return len(b), err
-		}
-		l.partial = l.partial[i+1:]
-	}
 }

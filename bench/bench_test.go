@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -283,5 +284,36 @@ func TestWatcherAndService(t *testing.T) {
 		t.Error("the stopped service still accepts")
 	} else if _, ok := err.(*net.OpError); !ok {
 		t.Logf("dial after Stop: %v", err)
+	}
+}
+
+// TestLinePrefixer: every line gets a time and the prefix; marked() is when the first line
+// containing the mark arrived, and stays zero until then.
+func TestLinePrefixer(t *testing.T) {
+	var out strings.Builder
+	l := newLinePrefixer(&out, "node2: ", "Entering BACKUP STATE")
+	io.WriteString(l, "starting\n(VI_1) Entering BACK")
+	if !l.marked().IsZero() {
+		t.Fatalf("marked at %v before the mark's line was whole", l.marked())
+	}
+	before := time.Now()
+	io.WriteString(l, "UP STATE\n")
+	first := l.marked()
+	if first.Before(before) {
+		t.Fatalf("marked() = %v, want a time after %v", first, before)
+	}
+	io.WriteString(l, "(VI_2) Entering BACKUP STATE\n")
+	if l.marked() != first {
+		t.Errorf("a second marked line moved marked() from %v to %v", first, l.marked())
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines, want 3: %q", len(lines), out.String())
+	}
+	for _, line := range lines {
+		stamp, rest, ok := strings.Cut(line, " ")
+		if _, err := time.Parse("15:04:05.000", stamp); !ok || err != nil || !strings.HasPrefix(rest, "node2: ") {
+			t.Errorf("line %q lacks the time and the prefix", line)
+		}
 	}
 }

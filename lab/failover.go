@@ -295,33 +295,38 @@ func (c *Cluster) Get(ctx context.Context, url string) (string, error) {
 // PrefixWriter returns a writer that copies whole lines to w, each with
 // prefix. Writers that share mu never interleave their lines mid-line.
 func PrefixWriter(w io.Writer, mu *sync.Mutex, prefix string) io.Writer {
-	return &prefixWriter{mu: mu, w: w, prefix: prefix}
+	return LineWriter(mu, func(line []byte) error {
+		_, err := io.WriteString(w, prefix+string(line))
+		return err
+	})
 }
 
-// prefixWriter prefixes every line with the node name; lines of several
-// nodes sharing one writer never interleave mid-line.
-type prefixWriter struct {
+// LineWriter returns a writer that gathers what is written into lines and
+// calls emit with each whole line, newline included, holding mu.
+func LineWriter(mu *sync.Mutex, emit func(line []byte) error) io.Writer {
+	return &lineWriter{mu: mu, emit: emit}
+}
+
+type lineWriter struct {
 	mu      *sync.Mutex
-	w       io.Writer
-	prefix  string
+	emit    func(line []byte) error
 	partial []byte
 }
 
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.partial = append(p.partial, b...)
+func (l *lineWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, b...)
 	for {
-		i := slices.Index(p.partial, '\n')
+		i := slices.Index(l.partial, '\n')
 		if i < 0 {
-			break
+			return len(b), nil
 		}
-		if _, err := io.WriteString(p.w, p.prefix+string(p.partial[:i+1])); err != nil {
+		if err := l.emit(l.partial[:i+1]); err != nil {
 			return len(b), err
 		}
-		p.partial = p.partial[i+1:]
+		l.partial = l.partial[i+1:]
 	}
-	return len(b), nil
 }
 
 // errNoVIPs keeps StartAll honest: waiting for nothing is a caller bug.
