@@ -216,23 +216,12 @@ func (d *demo) watchMoves(ctx context.Context, start time.Time, from *lab.Node, 
 	for i, v := range vips {
 		moves[i] = move{vip: v, from: from}
 	}
-	err := d.watch(ctx, 30*time.Second, func(h holders) bool {
-		now := time.Since(start)
-		all := true
-		for i := range moves {
-			m := &moves[i]
-			if len(h[m.vip]) > 1 {
-				m.both++
-			}
-			if m.gone == 0 && !slices.Contains(h[m.vip], from) {
-				m.gone = now
-			}
-			if n := h.one(m.vip); m.up == 0 && n != nil && n != from {
-				m.up, m.to = now, n
-			}
-			all = all && m.up != 0
+	err := d.track(ctx, start, moves, func(m *move, h holders) bool {
+		if n := h.one(m.vip); n != nil && n != from {
+			m.to = n
+			return true
 		}
-		return all
+		return false
 	})
 	if err != nil {
 		return nil, fmt.Errorf("waiting for %s to leave %s: %w", addrList(vips), from.Name, err)
@@ -247,7 +236,18 @@ func (d *demo) watchReturn(ctx context.Context, start time.Time, to *lab.Node, v
 	for i, v := range vips {
 		moves[i] = move{vip: v, from: h0.one(v), to: to}
 	}
-	err := d.watch(ctx, 30*time.Second, func(h holders) bool {
+	err := d.track(ctx, start, moves, func(m *move, h holders) bool { return h.one(m.vip) == to })
+	if err != nil {
+		return nil, fmt.Errorf("waiting for %s to come back to %s: %w", addrList(vips), to.Name, err)
+	}
+	return moves, nil
+}
+
+// track watches the holders until arrived has held for every move, noting
+// when each VIP left its from node, when it arrived, and how often it was
+// seen on two nodes.
+func (d *demo) track(ctx context.Context, start time.Time, moves []move, arrived func(*move, holders) bool) error {
+	return d.watch(ctx, 30*time.Second, func(h holders) bool {
 		now := time.Since(start)
 		all := true
 		for i := range moves {
@@ -258,17 +258,13 @@ func (d *demo) watchReturn(ctx context.Context, start time.Time, to *lab.Node, v
 			if m.gone == 0 && m.from != nil && !slices.Contains(h[m.vip], m.from) {
 				m.gone = now
 			}
-			if m.up == 0 && h.one(m.vip) == to {
+			if m.up == 0 && arrived(m, h) {
 				m.up = now
 			}
 			all = all && m.up != 0
 		}
 		return all
 	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting for %s to come back to %s: %w", addrList(vips), to.Name, err)
-	}
-	return moves, nil
 }
 
 func (d *demo) printMoves(moves []move) {
