@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/ipfailover/ipfailover/procfs"
 )
 
 // Process is a command started with Node.Start: PID 1 of its own PID
@@ -240,16 +242,12 @@ func (n *Node) Procs() ([]Proc, error) {
 		return nil, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	want := fmt.Sprintf("net:[%d]", st.Ino)
-	entries, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	var out []Proc
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err != nil || ns != want {
 			continue
 		}

@@ -10,6 +10,21 @@ import (
 	"syscall"
 )
 
+// PIDs lists the processes /proc shows, in its order.
+func PIDs() ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
 // Stat returns pid's state letter (R, S, D, T, Z, X, ...) and its parent's
 // pid, from /proc/<pid>/stat.
 func Stat(pid int) (state byte, ppid int, err error) {

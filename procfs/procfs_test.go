@@ -21,6 +21,24 @@ func TestStatSelf(t *testing.T) {
 	}
 }
 
+// TestPIDs: the list holds this process and its parent, and nothing twice.
+func TestPIDs(t *testing.T) {
+	pids, err := PIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, pid := range pids {
+		if seen[pid] {
+			t.Fatalf("pid %d listed twice", pid)
+		}
+		seen[pid] = true
+	}
+	if !seen[os.Getpid()] || !seen[os.Getppid()] {
+		t.Errorf("PIDs() = %v lacks this process %d or its parent %d", pids, os.Getpid(), os.Getppid())
+	}
+}
+
 // TestStatStoppedAndZombie follows a child through stopped (T), running and
 // zombie (Z), with a command name holding a space and a parenthesis.
 func TestStatStoppedAndZombie(t *testing.T) {

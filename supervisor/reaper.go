@@ -245,16 +245,12 @@ func hasPidfd(pid int) bool {
 
 // zombieChildren lists the zombie children of ppid from /proc.
 func zombieChildren(ppid int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
+	all, err := procfs.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range all {
 		state, parent, err := procfs.Stat(pid)
 		if err == nil && parent == ppid && state == 'Z' {
 			pids = append(pids, pid)
