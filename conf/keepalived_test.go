@@ -1,13 +1,13 @@
 package conf_test
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ipfailover/ipfailover/internal/nstest"
 )
 
 // TestKeepalivedAcceptsGolden runs the real keepalived's config test on
@@ -45,29 +45,18 @@ func requireKeepalived(t *testing.T) {
 // when the test ends.
 func newNamespace(t testing.TB, iface string, addrs ...string) string {
 	t.Helper()
-	ns := fmt.Sprintf("ipf-conf-%08x", rand.Uint32())
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	run(t, "ip", "-n", ns, "link", "add", iface, "type", "veth", "peer", "name", "peer0")
-	run(t, "ip", "-n", ns, "link", "set", iface, "up")
-	run(t, "ip", "-n", ns, "link", "set", "peer0", "up")
+	ns := nstest.New(t, "ipf-conf")
+	nstest.Veth(t, ns, iface, "peer0")
 	for _, a := range addrs {
 		switch {
 		case strings.Contains(a, "invalid"):
 		case strings.Contains(a, ":"):
-			run(t, "ip", "-n", ns, "addr", "add", a+"/64", "dev", iface, "nodad")
+			nstest.IP(t, ns, "addr", "add", a+"/64", "dev", iface, "nodad")
 		default:
-			run(t, "ip", "-n", ns, "addr", "add", a+"/24", "dev", iface)
+			nstest.IP(t, ns, "addr", "add", a+"/24", "dev", iface)
 		}
 	}
 	return ns
-}
-
-func run(t testing.TB, argv ...string) {
-	t.Helper()
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-	}
 }
 
 // withScripts points the user scripts a case names (which live in the

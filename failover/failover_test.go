@@ -1,10 +1,7 @@
 package failover
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,32 +10,20 @@ import (
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/host"
+	"github.com/ipfailover/ipfailover/internal/nstest"
 )
 
 // testNetlink makes a network namespace with a veth eth0 carrying addrs
 // and a default route, and returns a Netlink bound to it.
 func testNetlink(t *testing.T, addrs ...string) *host.Netlink {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	name := fmt.Sprintf("ipf-plan-%08x", rand.Uint32())
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
-	sh("ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	sh("ip", "-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0")
-	sh("ip", "-n", name, "link", "set", "eth0", "up")
-	sh("ip", "-n", name, "link", "set", "peer0", "up")
+	name := nstest.New(t, "ipf-plan")
+	nstest.Veth(t, name, "eth0", "peer0")
 	for _, a := range addrs {
-		sh("ip", "-n", name, "addr", "add", a, "dev", "eth0")
+		nstest.IP(t, name, "addr", "add", a, "dev", "eth0")
 	}
 	if len(addrs) > 0 {
-		sh("ip", "-n", name, "route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
+		nstest.IP(t, name, "route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
 	}
 	h, err := netns.GetFromName(name)
 	if err != nil {

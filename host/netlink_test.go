@@ -1,8 +1,6 @@
 package host_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net"
 	"net/netip"
@@ -18,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipfailover/ipfailover/host"
+	"github.com/ipfailover/ipfailover/internal/nstest"
 )
 
 // testNS is a fresh network namespace with a netlink handle for setting it
@@ -32,20 +31,7 @@ type testNS struct {
 // the test ends. It skips the test when not root.
 func newNS(tb testing.TB) *testNS {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root to make a network namespace")
-	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := "ipf-host-" + hex.EncodeToString(b)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		tb.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	tb.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
-			tb.Errorf("ip netns delete %s: %v: %s", name, err, out)
-		}
-	})
+	name := nstest.New(tb, "ipf-host")
 	ns, err := netns.GetFromName(name)
 	if err != nil {
 		tb.Fatal(err)

@@ -3,8 +3,6 @@ package iptables_test
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netns"
 
+	"github.com/ipfailover/ipfailover/internal/nstest"
 	"github.com/ipfailover/ipfailover/iptables"
 )
 
@@ -28,18 +27,7 @@ type testNS struct {
 
 func newNS(t *testing.T) testNS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs the real iptables and nft in a new network namespace")
-	}
-	name := fmt.Sprintf("ipfw-%08x", rand.Uint32())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
+	name := nstest.New(t, "ipfw")
 	h, err := netns.GetFromName(name)
 	if err != nil {
 		t.Fatalf("opening netns %s: %v", name, err)

@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/ipfailover/ipfailover/internal/nstest"
 )
 
 // lockedBuffer collects keepalived's console output.
@@ -106,13 +106,6 @@ var labInstances = []Instance{
 	{Name: "T_VIP_2", Interface: "va", VRID: 52, Priority: 100, VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.101")}},
 }
 
-func run(t testing.TB, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
 // startKeepalived starts Debian's keepalived with labConfig in a fresh network namespace whose
 // veth pair va/vb carries 192.0.2.1/24. Its dump goes to a private TMPDIR.
 func startKeepalived(t testing.TB) *keepalivedLab {
@@ -123,20 +116,10 @@ func startKeepalived(t testing.TB) *keepalivedLab {
 	if _, err := exec.LookPath("keepalived"); err != nil {
 		t.Skip("keepalived is not installed")
 	}
-	suffix := make([]byte, 4)
-	rand.Read(suffix)
-	name := "metrics-" + hex.EncodeToString(suffix)
-	run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	for _, c := range [][]string{
-		{"ip", "link", "add", "va", "type", "veth", "peer", "name", "vb"},
-		{"ip", "addr", "add", "192.0.2.1/24", "dev", "va"},
-		{"ip", "link", "set", "lo", "up"},
-		{"ip", "link", "set", "va", "up"},
-		{"ip", "link", "set", "vb", "up"},
-	} {
-		run(t, append([]string{"ip", "netns", "exec", name}, c...)...)
-	}
+	name := nstest.New(t, "metrics")
+	nstest.Veth(t, name, "va", "vb")
+	nstest.IP(t, name, "addr", "add", "192.0.2.1/24", "dev", "va")
+	nstest.IP(t, name, "link", "set", "lo", "up")
 	ns, err := netns.GetFromName(name)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,32 +12,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipfailover/ipfailover/internal/nstest"
 )
 
 // netns makes a network namespace with a veth pair (veth0 192.0.2.1/24 and
 // veth1, both up) and removes it when the test ends.
 func netns(t *testing.T) string {
 	t.Helper()
-	suffix := make([]byte, 4)
-	rand.Read(suffix)
-	ns := "ipfsup-" + hex.EncodeToString(suffix)
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
-	ip("-n", ns, "link", "set", "lo", "up")
-	ip("-n", ns, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1")
-	ip("-n", ns, "addr", "add", "192.0.2.1/24", "dev", "veth0")
-	ip("-n", ns, "link", "set", "veth0", "up")
-	ip("-n", ns, "link", "set", "veth1", "up")
+	ns := nstest.New(t, "ipfsup")
+	nstest.IP(t, ns, "link", "set", "lo", "up")
+	nstest.Veth(t, ns, "veth0", "veth1")
+	nstest.IP(t, ns, "addr", "add", "192.0.2.1/24", "dev", "veth0")
 	return ns
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipfailover/ipfailover/internal/nstest"
 )
 
 // binary is the ipfailover built for these tests.
@@ -36,26 +37,11 @@ func TestMain(m *testing.M) {
 // stale VIP 192.0.2.100/32 and a default route.
 func node(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	ns := fmt.Sprintf("ipf-cmd-%08x", rand.Uint32())
-	for _, args := range [][]string{
-		{"netns", "add", ns},
-		{"-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0"},
-		{"-n", ns, "link", "set", "eth0", "up"},
-		{"-n", ns, "link", "set", "peer0", "up"},
-		{"-n", ns, "addr", "add", "192.0.2.11/24", "dev", "eth0"},
-		{"-n", ns, "addr", "add", "192.0.2.100/32", "dev", "eth0"},
-		{"-n", ns, "route", "add", "default", "via", "192.0.2.1"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-		if args[0] == "netns" {
-			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-		}
-	}
+	ns := nstest.New(t, "ipf-cmd")
+	nstest.Veth(t, ns, "eth0", "peer0")
+	nstest.IP(t, ns, "addr", "add", "192.0.2.11/24", "dev", "eth0")
+	nstest.IP(t, ns, "addr", "add", "192.0.2.100/32", "dev", "eth0")
+	nstest.IP(t, ns, "route", "add", "default", "via", "192.0.2.1")
 	return ns
 }
 
