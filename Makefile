@@ -26,7 +26,7 @@ test: deps
 	$(GO) test -count=1 -timeout 15m ./...
 
 e2e: deps
-	$(GO) test -count=1 -timeout 15m -v ./e2e/...
+	$(GO) test -count=1 -timeout 15m -v ./test/e2e/...
 
 demo: deps
 	$(GO) run ./cmd/demo
@@ -37,7 +37,7 @@ bench: deps
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./conf -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/keepalived -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME)
 
 lint:
 	$(GO) vet ./...

@@ -6,9 +6,9 @@ import (
 	"io"
 
 	"github.com/ipfailover/ipfailover/config"
-	"github.com/ipfailover/ipfailover/host"
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/supervisor"
 	"github.com/ipfailover/ipfailover/iptables"
-	"github.com/ipfailover/ipfailover/supervisor"
 )
 
 // Render prints the keepalived.conf this node would run, and changes

@@ -15,10 +15,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ipfailover/ipfailover/conf"
 	"github.com/ipfailover/ipfailover/config"
-	"github.com/ipfailover/ipfailover/host"
-	"github.com/ipfailover/ipfailover/supervisor"
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/supervisor"
 )
 
 // ConfigError is a problem with the settings or with what they name on the
@@ -74,7 +74,7 @@ func planFrom(raw config.Raw, nl *host.Netlink, sysconfig string) (*Plan, error)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	text, err := conf.Render(cfg, node, ins)
+	text, err := keepalived.Render(cfg, node, ins)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func LogPlan(log *slog.Logger, w io.Writer, p *Plan) {
 		"node_ipv4", addrOrNone(p.Node.Addr4), "node_ipv6", addrOrNone(p.Node.Addr6),
 		"vips", len(c.VIPs), "instances", len(p.Instances), "mode", mode,
 		"check", c.Check.String(), "preemption", c.Preemption.String(),
-		"advert_interval", conf.AdvertInt(c.AdvertInterval), "config_file", c.KeepalivedConfig,
+		"advert_interval", keepalived.AdvertInt(c.AdvertInterval), "config_file", c.KeepalivedConfig,
 		"keepalived_flags", strings.Join(p.Flags, " "))
 	fmt.Fprint(w, b.String())
 }

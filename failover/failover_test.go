@@ -9,8 +9,8 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/ipfailover/ipfailover/config"
-	"github.com/ipfailover/ipfailover/host"
-	"github.com/ipfailover/ipfailover/internal/nstest"
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/test/nstest"
 )
 
 // testNetlink makes a network namespace with a veth eth0 carrying addrs

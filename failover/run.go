@@ -11,10 +11,10 @@ import (
 	"sync"
 
 	"github.com/ipfailover/ipfailover/config"
-	"github.com/ipfailover/ipfailover/host"
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/metrics"
+	"github.com/ipfailover/ipfailover/internal/supervisor"
 	"github.com/ipfailover/ipfailover/iptables"
-	"github.com/ipfailover/ipfailover/metrics"
-	"github.com/ipfailover/ipfailover/supervisor"
 )
 
 // Options are what the commands need from main.

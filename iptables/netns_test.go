@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netns"
 
-	"github.com/ipfailover/ipfailover/internal/nstest"
 	"github.com/ipfailover/ipfailover/iptables"
+	"github.com/ipfailover/ipfailover/test/nstest"
 )
 
 // These tests run the real iptables, ip6tables and nft, each in a network

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipfailover/ipfailover/bench"
+	"github.com/ipfailover/ipfailover/test/bench"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ipfailover/ipfailover/lab"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // confPath is where ipfailover writes keepalived.conf in a node (its

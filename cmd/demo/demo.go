@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipfailover/ipfailover/lab"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // settings are the OPENSHIFT_HA_* variables of every node, with what each

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipfailover/ipfailover/lab"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // pollEvery is how often the timings look at the kernel's addresses.

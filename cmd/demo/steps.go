@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipfailover/ipfailover/lab"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // start starts the web service and ipfailover on every node and waits for

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipfailover/ipfailover/lab"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // snapshot is one consistent view of the cluster.

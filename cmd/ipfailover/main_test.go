@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfailover/ipfailover/internal/nstest"
+	"github.com/ipfailover/ipfailover/test/nstest"
 )
 
 // binary is the ipfailover built for these tests.

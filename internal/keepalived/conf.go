@@ -1,0 +1,116 @@
+// Package conf renders keepalived.conf from a validated configuration.
+// Every number is computed before the template runs (config.Instances);
+// the template only lays the values out. As a second line of defence after
+// config's validation, every bare word must be one keepalived token and
+// every quoted string must stay inside its quotes, so that no value can
+// change the structure of the file.
+package keepalived
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/ipfailover/ipfailover/config"
+)
+
+//go:embed keepalived.conf.tmpl
+var text string
+
+var tmpl = template.Must(template.New("keepalived.conf").
+	Option("missingkey=error").
+	Funcs(template.FuncMap{"tok": token, "quoted": quoted}).
+	Parse(text))
+
+// data is what the template sees.
+type data struct {
+	Emails        []string
+	SMTPServer    string
+	RouterID      string
+	VRRPv3        bool
+	CheckName     string
+	CheckCommand  string
+	CheckInterval int
+	AdvertInt     string
+	Preemption    string
+	AuthPass      string
+	Notify        string
+	Instances     []config.Instance
+}
+
+// Render writes the keepalived.conf that node runs for c with the given
+// instances (from c.Instances(node)).
+func Render(c *config.Config, node config.Node, instances []config.Instance) ([]byte, error) {
+	d := data{
+		Emails:        c.AdminEmails,
+		SMTPServer:    c.SMTPServer,
+		RouterID:      c.Scrubbed,
+		CheckName:     c.CheckScriptName(),
+		CheckCommand:  CheckCommand(c, node),
+		CheckInterval: c.CheckInterval,
+		Preemption:    c.Preemption.String(),
+		AuthPass:      c.Name,
+		Notify:        c.NotifyScript,
+		Instances:     instances,
+	}
+	if c.AdvertInterval != config.DefaultAdvertInterval {
+		d.AdvertInt = AdvertInt(c.AdvertInterval)
+		// keepalived runs VRRPv2 for IPv4 unless told otherwise, and v2
+		// has whole seconds only.
+		d.VRRPv3 = c.AdvertInterval%time.Second != 0
+	}
+	var b bytes.Buffer
+	if err := tmpl.Execute(&b, d); err != nil {
+		return nil, fmt.Errorf("rendering keepalived.conf: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// CheckCommand is what the vrrp_script runs: the user's script, a TCP
+// connect to the node's own address on the monitor port, or "true".
+func CheckCommand(c *config.Config, node config.Node) string {
+	switch c.Check {
+	case config.CheckScript:
+		return c.CheckScript
+	case config.CheckNone:
+		return "/bin/true"
+	}
+	addr := node.Addr4
+	if !addr.IsValid() {
+		addr = node.Addr6
+	}
+	if !addr.IsValid() {
+		addr = c.VIPs[0] // no address of its own: nothing better to probe
+	}
+	return fmt.Sprintf("/bin/bash -c '</dev/tcp/%s/%d'", addr, c.MonitorPort)
+}
+
+// AdvertInt formats an advert interval as keepalived reads it: whole
+// seconds, or seconds with hundredths.
+func AdvertInt(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprint(int(d / time.Second))
+	}
+	return strings.TrimRight(fmt.Sprintf("%.2f", d.Seconds()), "0")
+}
+
+// token refuses a value that is not exactly one keepalived word.
+func token(v any) (string, error) {
+	s := fmt.Sprint(v)
+	if s == "" || strings.ContainsAny(s, " \t\r\n\"'{}#!\\$") {
+		return "", fmt.Errorf("value %q is not a single keepalived word", s)
+	}
+	return s, nil
+}
+
+// quoted refuses a value that would end its quoted string or the line.
+func quoted(v any) (string, error) {
+	s := fmt.Sprint(v)
+	if strings.ContainsAny(s, "\r\n\"\\{}#!$") {
+		return "", fmt.Errorf("value %q cannot be quoted safely in keepalived.conf", s)
+	}
+	return s, nil
+}

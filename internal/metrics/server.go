@@ -1,0 +1,226 @@
+// Package metrics serves Prometheus metrics and health checks for ipfailover.
+//
+// /metrics keeps github.com/gen2brain/keepalived_exporter's names, labels and help texts
+// (keepalived_up, keepalived_vrrp_* with labels name, intf, vrid, state), read from keepalived's
+// JSON dump of the supervised process, and adds ipfailover_* series about this program and the
+// VIPs the kernel holds. /healthz and /readyz serve the kubelet's probes.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ipfailover/ipfailover/internal/proc"
+)
+
+var errNotRunning = errors.New("keepalived is not running")
+
+// Options configures a Server. Keepalived is required; the rest has defaults.
+type Options struct {
+	// Address to listen on, like ":9650". Empty turns the server off.
+	Address string
+
+	Keepalived Keepalived
+	// VIPs lists the kernel's addresses for ipfailover_vip_held; nil leaves that metric out.
+	VIPs VIPLister
+
+	// The effective configuration, for ipfailover_config_info and ipfailover_vip_held.
+	ConfigName string
+	Interface  string
+	Instances  []Instance
+	Unicast    bool
+	Preemption string // "nopreempt" or "preempt_delay N"
+
+	// Version of this program, for ipfailover_build_info.
+	Version string
+
+	// KeepalivedBinary is asked for the JSON dump signal (`keepalived --signum=JSON`).
+	// Default "keepalived" from PATH.
+	KeepalivedBinary string
+	// Signal is keepalived's JSON dump signal; 0 asks the binary once, at the first scrape.
+	Signal syscall.Signal
+	// DumpPath is keepalived's JSON dump. Default DefaultDumpPath().
+	DumpPath string
+	// DumpTimeout bounds the wait for a complete dump. Default 3s.
+	DumpTimeout time.Duration
+	// DumpMaxAge is how long a dump serves later scrapes. Default 250ms; negative: never.
+	DumpMaxAge time.Duration
+
+	Logger *slog.Logger
+}
+
+// Server serves /metrics, /healthz, /readyz and a small index.
+type Server struct {
+	addr       string
+	keepalived Keepalived
+	registry   *prometheus.Registry
+	collector  *collector
+	handler    http.Handler
+	ready      atomic.Bool
+	log        *slog.Logger
+}
+
+// New builds a Server with its own registry.
+func New(o Options) (*Server, error) {
+	if o.Keepalived == nil {
+		return nil, errors.New("metrics: Options.Keepalived is required")
+	}
+	if o.KeepalivedBinary == "" {
+		o.KeepalivedBinary = "keepalived"
+	}
+	if o.DumpPath == "" {
+		o.DumpPath = DefaultDumpPath()
+	}
+	if o.DumpTimeout <= 0 {
+		o.DumpTimeout = 3 * time.Second
+	}
+	if o.DumpMaxAge == 0 {
+		o.DumpMaxAge = 250 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &dumper{sig: o.Signal, binary: o.KeepalivedBinary, path: o.DumpPath, timeout: o.DumpTimeout, maxAge: o.DumpMaxAge}
+	c := newCollector(o, d)
+
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("registering the collector: %w", err)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	s := &Server{addr: o.Address, keepalived: o.Keepalived, registry: reg, collector: c, log: o.Logger}
+	mux := http.NewServeMux()
+	// Compression is off: a scrape is small next to the CPU and the
+	// garbage a fresh gzip writer per scrape costs on a node.
+	mux.Handle("GET /metrics", newSharedResponse(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:           promLogger{o.Logger},
+		ErrorHandling:      promhttp.ContinueOnError,
+		DisableCompression: true,
+	}), o.DumpMaxAge, s.keepalivedState))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /{$}", index)
+	s.handler = mux
+	return s, nil
+}
+
+// Handler serves every endpoint.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// SetReady marks whether the configuration is written and keepalived started; /readyz
+// reports ready only while this is true and keepalived runs.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// ListenAndServe serves on the configured address until ctx ends, then shuts down. It returns
+// nil at once when the address is empty.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	if s.addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("metrics: listening on %s: %w", s.addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts down, giving requests in flight 5 seconds.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("metrics: serving on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: serving on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// keepalivedState names keepalived's process and whether it is alive, so
+// that a shared /metrics response never outlives the keepalived it shows.
+func (s *Server) keepalivedState() string {
+	if err := alive(s.keepalived); err != nil {
+		return err.Error()
+	}
+	return "alive " + strconv.Itoa(s.keepalived.PID())
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := alive(s.keepalived); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		http.Error(w, "configuration not written or keepalived not started yet", http.StatusServiceUnavailable)
+		return
+	}
+	if err := alive(s.keepalived); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+func index(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	io.WriteString(w, `<html><head><title>ipfailover</title></head><body><h1>ipfailover</h1>
+<ul><li><a href="/metrics">/metrics</a></li><li><a href="/healthz">/healthz</a></li><li><a href="/readyz">/readyz</a></li></ul>
+</body></html>
+`)
+}
+
+// alive checks that keepalived runs: the supervisor says so, its PID exists, and the process
+// is neither a zombie nor dead.
+func alive(k Keepalived) error {
+	pid := k.PID()
+	if !k.Running() || pid <= 0 {
+		return errNotRunning
+	}
+	state, _, err := proc.Stat(pid)
+	if err != nil {
+		return fmt.Errorf("keepalived pid %d is gone: %w", pid, err)
+	}
+	switch state {
+	case 'Z':
+		return fmt.Errorf("keepalived pid %d is a zombie", pid)
+	case 'X', 'x':
+		return fmt.Errorf("keepalived pid %d is dead", pid)
+	}
+	return nil
+}
+
+// promLogger routes promhttp's errors to slog.
+type promLogger struct{ log *slog.Logger }
+
+func (l promLogger) Println(v ...any) { l.log.Warn("serving metrics", "err", fmt.Sprint(v...)) }

@@ -1,0 +1,319 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ipfailover/ipfailover/test/lab"
+)
+
+func TestParseConf(t *testing.T) {
+	text, err := os.ReadFile("testdata/node2.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseConf(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Conf{
+		AdvertInt:     time.Second,
+		CheckInterval: 2 * time.Second,
+		Instances: []Instance{
+			{Name: "OpenShift_IPFailover_VIP_1", RouterID: 11, Priority: 249, Master: true, VIPs: []netip.Addr{netip.MustParseAddr("198.51.100.1")}},
+			{Name: "OpenShift_IPFailover_VIP_2", RouterID: 12, Priority: 253, Master: true, VIPs: []netip.Addr{netip.MustParseAddr("198.51.100.2")}},
+			{Name: "OpenShift_IPFailover_VIP_3", RouterID: 13, Priority: 249, VIPs: []netip.Addr{netip.MustParseAddr("198.51.100.3"), netip.MustParseAddr("198.51.100.4")}},
+		},
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("ParseConf (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseConfV3(t *testing.T) {
+	c, err := ParseConf([]byte("global_defs {\n   vrrp_version 3\n}\nvrrp_instance A {\n   priority 235\n   advert_int 0.1\n   virtual_ipaddress {\n      198.51.100.1 dev eth0\n   }\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.V3 || c.AdvertInt != 100*time.Millisecond {
+		t.Fatalf("V3 %v AdvertInt %v, want true 100ms", c.V3, c.AdvertInt)
+	}
+	// VRRPv3 scales the skew by the advert interval: 21/256 of 0.1 s.
+	if got, want := c.Skew(235), 8203125*time.Nanosecond; got != want {
+		t.Errorf("Skew(235) = %v, want %v", got, want)
+	}
+	if got, want := c.MasterDown(235), 308203125*time.Nanosecond; got != want {
+		t.Errorf("MasterDown(235) = %v, want %v", got, want)
+	}
+}
+
+func TestParseConfErrors(t *testing.T) {
+	for _, tc := range []struct{ name, text string }{
+		{"empty", ""},
+		{"bad priority", "vrrp_instance A {\n priority high\n}\n"},
+		{"bad vip", "vrrp_instance A {\n virtual_ipaddress {\n  not-an-ip dev eth0\n }\n}\n"},
+		{"bad advert", "vrrp_instance A {\n advert_int -1\n}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ParseConf([]byte(tc.text)); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
+func TestSkewV2(t *testing.T) {
+	c := &Conf{AdvertInt: time.Second}
+	for _, tc := range []struct {
+		prio int
+		want time.Duration
+	}{
+		{254, 7812500 * time.Nanosecond}, // the "about 10 ms"
+		{235, 82031250 * time.Nanosecond},
+		{1, 996093750 * time.Nanosecond},
+	} {
+		if got := c.Skew(tc.prio); got != tc.want {
+			t.Errorf("Skew(%d) = %v, want %v", tc.prio, got, tc.want)
+		}
+	}
+	if got, want := c.MasterDown(254), 3*time.Second+7812500*time.Nanosecond; got != want {
+		t.Errorf("MasterDown(254) = %v, want %v", got, want)
+	}
+}
+
+func TestBestBackup(t *testing.T) {
+	vip := netip.MustParseAddr("198.51.100.1")
+	conf := func(p int) *Conf {
+		return &Conf{AdvertInt: time.Second, Instances: []Instance{{Priority: p, VIPs: []netip.Addr{vip}}}}
+	}
+	confs := map[string]*Conf{"node1": conf(235), "node2": conf(249), "node3": conf(233)}
+	node, prio, _, err := BestBackup(confs, "node2", vip)
+	if err != nil || node != "node1" || prio != 235 {
+		t.Errorf("BestBackup = %s %d %v, want node1 235", node, prio, err)
+	}
+	if _, _, _, err := BestBackup(confs, "node2", netip.MustParseAddr("198.51.100.9")); err == nil {
+		t.Error("BestBackup of an unknown VIP: no error")
+	}
+	if top, p := topNode(confs, vip); top != "node2" || p != 249 {
+		t.Errorf("topNode = %s %d, want node2 249", top, p)
+	}
+}
+
+func TestStats(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		var out []time.Duration
+		for _, n := range ns {
+			out = append(out, time.Duration(n)*time.Millisecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name               string
+		in                 []time.Duration
+		median, p99, worst time.Duration
+	}{
+		{"none", nil, 0, 0, 0},
+		{"one", ms(7), 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond},
+		{"odd", ms(30, 10, 20), 20 * time.Millisecond, 30 * time.Millisecond, 30 * time.Millisecond},
+		{"even", ms(40, 10, 20, 30), 25 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Median(tc.in); got != tc.median {
+				t.Errorf("Median = %v, want %v", got, tc.median)
+			}
+			if got := Quantile(tc.in, 0.99); got != tc.p99 {
+				t.Errorf("p99 = %v, want %v", got, tc.p99)
+			}
+			if got := Worst(tc.in); got != tc.worst {
+				t.Errorf("Worst = %v, want %v", got, tc.worst)
+			}
+		})
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(100-i) * time.Millisecond
+	}
+	if got := Quantile(hundred, 0.99); got != 99*time.Millisecond {
+		t.Errorf("p99 of 1..100 ms = %v, want 99ms", got)
+	}
+	if got := Quantile(hundred, 0.5); got != 50*time.Millisecond {
+		t.Errorf("p50 of 1..100 ms = %v, want 50ms", got)
+	}
+}
+
+func TestRowsAndReport(t *testing.T) {
+	ss := []Sample{
+		{Value: 90 * time.Millisecond, Limit: 82 * time.Millisecond},
+		{Value: 20 * time.Millisecond, Limit: 12 * time.Millisecond},
+		{Value: 30 * time.Millisecond, Limit: 27 * time.Millisecond},
+	}
+	r := TimeRow("graceful", ss, "skew", "0.86 s")
+	r.Check("median", 0.1)
+	if r.N != 3 || r.Median != 0.03 || r.Worst != 0.09 || r.Limit != 0.027 || !*r.Pass {
+		t.Errorf("TimeRow = %+v", r)
+	}
+	if want := 20.0 / 12; r.WorstRatio != want {
+		t.Errorf("WorstRatio = %v, want %v", r.WorstRatio, want)
+	}
+	mem := SizeRow("rss", MB, []int64{12 << 20, 22 << 20}, "")
+	mem.Check("worst", 18.8)
+	if mem.Median != 17 || mem.Worst != 22 || *mem.Pass {
+		t.Errorf("SizeRow = %+v", mem)
+	}
+	empty := TimeRow("none", nil, "", "")
+	empty.Check("median", 1)
+	if *empty.Pass {
+		t.Error("a row without samples passes")
+	}
+
+	rep := &Report{Commit: "abc", Rounds: 1, PollInterval: 0.005, Rows: []Row{r, mem, empty}}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"graceful", "30.0 ms", "90.0 ms", "27.0 ms", "1.11x", "median < 100.0 ms ok", "worst < 18.8 MB MISS", "0.86 s"} {
+		if !strings.Contains(table.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, table.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Rows) != 3 || back.Rows[0].Median != 0.03 || back.Commit != "abc" {
+		t.Errorf("JSON round trip: %+v", back)
+	}
+}
+
+func TestVIPs(t *testing.T) {
+	if got := VIPs(scaleVIPs); len(got) != 254 || got[0].String() != "198.51.100.1" || got[253].String() != "198.51.100.254" {
+		t.Errorf("VIPs(%s) = %d addresses from %v", scaleVIPs, len(got), got)
+	}
+	if got := VIPs("192.0.2.7"); len(got) != 1 {
+		t.Errorf("VIPs(single) = %v", got)
+	}
+}
+
+func TestSettle(t *testing.T) {
+	if got := settle(Env()); got != 1500*time.Millisecond {
+		t.Errorf("settle at 1 s = %v", got)
+	}
+	if got := settle(Env("OPENSHIFT_HA_ADVERT_INTERVAL=0.1")); got != 500*time.Millisecond {
+		t.Errorf("settle at 0.1 s = %v", got)
+	}
+}
+
+// TestWatcherAndService runs on a one-node lab cluster: the watcher sees an
+// address appear that netlink added, and the service accepts connections
+// in the node until stopped.
+func TestWatcherAndService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("builds a network namespace: needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := lab.New(ctx, lab.Options{Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	n := c.Nodes[0]
+	w, err := NewWatcher(c.Nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	vip := netip.MustParseAddr("198.51.100.7")
+	if s, err := w.Snapshot(); err != nil || s.Holder(vip) != nil || s.Holder(n.Addr4) != n {
+		t.Fatalf("before: holder of %s %v, of %s %v, err %v", vip, s.Holder(vip), n.Addr4, s.Holder(n.Addr4), err)
+	}
+	if _, err := n.Exec(ctx, "ip", "addr", "add", vip.String()+"/32", "dev", lab.Link); err != nil {
+		t.Fatal(err)
+	}
+	s, gap, err := w.Wait(ctx, time.Millisecond, func(s Snapshot) bool { return s.Holder(vip) == n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.OneHolder([]netip.Addr{vip}) || len(s.Holders(vip, n)) != 0 || gap < 0 {
+		t.Errorf("snapshot: one holder %v, holders skipping %s %v", s.OneHolder([]netip.Addr{vip}), n.Name, s.Holders(vip, n))
+	}
+	st, err := w.WaitSettled(ctx, time.Millisecond, 20*time.Millisecond, []netip.Addr{vip}, func() error { return nil }, func(Snapshot, string) {})
+	if err != nil || st.At.Holder(vip) != n || st.Split != 0 {
+		t.Errorf("WaitSettled = %+v, %v", st, err)
+	}
+	if err := w.Release([]netip.Addr{vip}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := w.Snapshot(); s.Holder(vip) != nil {
+		t.Errorf("%s still on %s after Release", vip, n.Name)
+	}
+
+	addr := netip.AddrPortFrom(n.Addr4, MonitorPort).String()
+	svc, err := ListenIn(n.Netns, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := c.Client.Dial(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("dial the service: %v", err)
+	}
+	conn.Close()
+	svc.Stop()
+	svc.Stop()
+	if conn, err := c.Client.Dial(ctx, "tcp", addr); err == nil {
+		conn.Close()
+		t.Error("the stopped service still accepts")
+	} else if _, ok := err.(*net.OpError); !ok {
+		t.Logf("dial after Stop: %v", err)
+	}
+}
+
+// TestLinePrefixer: every line gets a time and the prefix; marked() is when the first line
+// containing the mark arrived, and stays zero until then.
+func TestLinePrefixer(t *testing.T) {
+	var out strings.Builder
+	l := newLinePrefixer(&out, "node2: ", "Entering BACKUP STATE")
+	io.WriteString(l, "starting\n(VI_1) Entering BACK")
+	if !l.marked().IsZero() {
+		t.Fatalf("marked at %v before the mark's line was whole", l.marked())
+	}
+	before := time.Now()
+	io.WriteString(l, "UP STATE\n")
+	first := l.marked()
+	if first.Before(before) {
+		t.Fatalf("marked() = %v, want a time after %v", first, before)
+	}
+	io.WriteString(l, "(VI_2) Entering BACKUP STATE\n")
+	if l.marked() != first {
+		t.Errorf("a second marked line moved marked() from %v to %v", first, l.marked())
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines, want 3: %q", len(lines), out.String())
+	}
+	for _, line := range lines {
+		stamp, rest, ok := strings.Cut(line, " ")
+		if _, err := time.Parse("15:04:05.000", stamp); !ok || err != nil || !strings.HasPrefix(rest, "node2: ") {
+			t.Errorf("line %q lacks the time and the prefix", line)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/ipfailover/ipfailover/test/lab"
+)
+
+// Service is the monitored service of a node: a TCP server in the node's
+// network namespace that accepts connections and closes them, which is all
+// the default check (a TCP connect to the node's address) asks for.
+type Service struct {
+	ln   net.Listener
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// ListenIn starts a Service on address (IP literal and port) in the named
+// network namespace. The socket is created on a thread that sits in the
+// namespace for that call only; it stays in the namespace afterwards.
+func ListenIn(netnsName, address string) (*Service, error) {
+	ln, err := listenIn(netnsName, address)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{ln: ln}
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed by Stop
+			}
+			c.Close()
+		}
+	})
+	return s, nil
+}
+
+// Stop closes the listener: the next connect is refused.
+func (s *Service) Stop() {
+	s.once.Do(func() {
+		s.ln.Close()
+		s.wg.Wait()
+	})
+}
+
+func listenIn(netnsName, address string) (net.Listener, error) {
+	var ln net.Listener
+	err := lab.InNetns(netnsName, func() error {
+		var err error
+		ln, err = net.Listen("tcp", address)
+		return err
+	})
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, fmt.Errorf("listening on %s in %s: %w", address, netnsName, err)
+	}
+	return ln, nil
+}
