@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipfailover/ipfailover/iptables"
 	"github.com/kelseyhightower/envconfig"
 )
 
@@ -64,6 +65,11 @@ type Raw struct {
 	UnicastSource   string `envconfig:"UNICAST_SOURCE_IPADDRESS"`
 	KeepalivedConf  string `envconfig:"KEEPALIVED_CONFIG"`
 	KeepalivedOpts  string `envconfig:"KEEPALIVED_OPTIONS"`
+
+	// Sysconfig is the content of SysconfigPath, where KEEPALIVED_OPTIONS
+	// is read from when the variable is unset. The caller reads the file
+	// (empty when it does not exist); it is not an environment variable.
+	Sysconfig string `ignored:"true"`
 }
 
 // FromEnv reads the process environment into Raw.
@@ -73,15 +79,6 @@ func FromEnv() (Raw, error) {
 		return Raw{}, fmt.Errorf("reading the environment: %w", err)
 	}
 	return r, nil
-}
-
-// Load reads the environment and parses it.
-func Load() (*Config, error) {
-	r, err := FromEnv()
-	if err != nil {
-		return nil, err
-	}
-	return Parse(r)
 }
 
 // Check says how a node decides it can serve the VIPs.
@@ -147,11 +144,13 @@ type Config struct {
 	AdminEmails   []string
 	SMTPServer    string
 	// AdvertInterval is advert_int; fractions need VRRPv3.
-	AdvertInterval    time.Duration
-	MulticastSource   netip.Addr
-	UnicastSource     netip.Addr
-	KeepalivedConfig  string
-	KeepalivedOptions string
+	AdvertInterval   time.Duration
+	MulticastSource  netip.Addr
+	UnicastSource    netip.Addr
+	KeepalivedConfig string
+	// KeepalivedFlags are the extra keepalived flags, from
+	// KEEPALIVED_OPTIONS or SysconfigPath.
+	KeepalivedFlags []string
 	// MetricsAddress is where :9650 listens; empty turns it off.
 	MetricsAddress string
 }
@@ -182,15 +181,14 @@ func (p *problems) add(name, value string, format string, args ...any) {
 func Parse(r Raw) (*Config, error) {
 	var p problems
 	c := &Config{
-		Name:              or(r.ConfigName, DefaultConfigName),
-		Interface:         r.Interface,
-		IPTablesChain:     r.IPTablesChain,
-		NFTables:          r.NFTablesRule != "",
-		CheckScript:       r.CheckScript,
-		NotifyScript:      r.NotifyScript,
-		KeepalivedConfig:  or(r.KeepalivedConf, DefaultKeepalivedConfig),
-		KeepalivedOptions: r.KeepalivedOpts,
-		MetricsAddress:    r.MetricsAddress,
+		Name:             or(r.ConfigName, DefaultConfigName),
+		Interface:        r.Interface,
+		IPTablesChain:    r.IPTablesChain,
+		NFTables:         r.NFTablesRule != "",
+		CheckScript:      r.CheckScript,
+		NotifyScript:     r.NotifyScript,
+		KeepalivedConfig: or(r.KeepalivedConf, DefaultKeepalivedConfig),
+		MetricsAddress:   r.MetricsAddress,
 	}
 
 	if !tokenRE.MatchString(c.Name) {
@@ -234,8 +232,10 @@ func Parse(r Raw) (*Config, error) {
 	c.AdvertInterval = advertInterval(&p, r.AdvertInterval)
 	c.Unicast, c.UnicastPeers = unicast(&p, r.UseUnicast, r.UnicastPeers)
 
-	if c.IPTablesChain != "" && !chainRE.MatchString(c.IPTablesChain) {
-		p.add("OPENSHIFT_HA_IPTABLES_CHAIN", c.IPTablesChain, "not an iptables chain name (letters, digits, '_', '-', up to 28 characters)")
+	if c.IPTablesChain != "" {
+		if err := iptables.CheckChainName(c.IPTablesChain); err != nil {
+			p.add("OPENSHIFT_HA_IPTABLES_CHAIN", c.IPTablesChain, "%v", err)
+		}
 	}
 
 	c.AdminEmails = strings.Fields(or(r.AdminEmails, DefaultAdminEmail))
@@ -255,8 +255,10 @@ func Parse(r Raw) (*Config, error) {
 	if !strings.HasPrefix(c.KeepalivedConfig, "/") || !pathRE.MatchString(c.KeepalivedConfig) {
 		p.add("KEEPALIVED_CONFIG", c.KeepalivedConfig, "must be an absolute file path without white space or quotes")
 	}
-	if strings.ContainsAny(c.KeepalivedOptions, "\n\r") {
-		p.add("KEEPALIVED_OPTIONS", c.KeepalivedOptions, "must be one line of keepalived flags")
+	if flags, err := keepalivedFlags(r.KeepalivedOpts, r.Sysconfig); err != nil {
+		p = append(p, err)
+	} else {
+		c.KeepalivedFlags = flags
 	}
 	if c.MetricsAddress != "" {
 		if _, port, err := net.SplitHostPort(c.MetricsAddress); err != nil || port == "" {
@@ -333,7 +335,6 @@ func (c *Config) CheckScriptName() string {
 var (
 	tokenRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,15}$`)
-	chainRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,28}$`)
 	emailRE = regexp.MustCompile(`^[A-Za-z0-9._%+=-]+@[A-Za-z0-9.-]+$`)
 	hostRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$`)
 	pathRE  = regexp.MustCompile(`^/[A-Za-z0-9_.,+=@%/-]*$`)

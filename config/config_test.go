@@ -136,7 +136,7 @@ func TestParseEveryVariable(t *testing.T) {
 		{"advert", c.AdvertInterval, 250 * time.Millisecond},
 		{"unicast source", c.UnicastSource.String(), "192.0.2.11"},
 		{"keepalived config", c.KeepalivedConfig, "/run/keepalived.conf"},
-		{"keepalived options", c.KeepalivedOptions, "-D"},
+		{"keepalived flags", c.KeepalivedFlags, []string{"-D"}},
 	} {
 		if diff := cmp.Diff(check.want, check.got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", check.what, diff)
@@ -175,6 +175,8 @@ func TestParseRefuses(t *testing.T) {
 		{"peer injection", func(r *Raw) { r.UnicastPeers = "192.0.2.11\n}" }, "OPENSHIFT_HA_UNICAST_PEERS"},
 		{"peers of other family", func(r *Raw) { r.UnicastPeers = "2001:db8::1" }, "has no IPv4 address"},
 		{"chain injection", func(r *Raw) { r.IPTablesChain = "INPUT -j DROP" }, "OPENSHIFT_HA_IPTABLES_CHAIN"},
+		{"chain read as an option", func(r *Raw) { r.IPTablesChain = "-F" }, `OPENSHIFT_HA_IPTABLES_CHAIN="-F": not an iptables chain name`},
+		{"chain too long", func(r *Raw) { r.IPTablesChain = strings.Repeat("C", 29) }, "longer than 28 characters"},
 		{"check script relative", func(r *Raw) { r.CheckScript = "check.sh" }, "OPENSHIFT_HA_CHECK_SCRIPT"},
 		{"check script quote", func(r *Raw) { r.CheckScript = `/x.sh"` }, "OPENSHIFT_HA_CHECK_SCRIPT"},
 		{"check script newline", func(r *Raw) { r.CheckScript = "/x.sh\n}" }, "OPENSHIFT_HA_CHECK_SCRIPT"},

@@ -109,7 +109,10 @@ func (o Options) validate() error {
 	if o.Chain == "" {
 		return nil
 	}
-	return validChain(o.Chain)
+	if err := CheckChainName(o.Chain); err != nil {
+		return fmt.Errorf("chain %q: %w", o.Chain, err)
+	}
+	return nil
 }
 
 type family struct {

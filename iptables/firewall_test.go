@@ -482,3 +482,18 @@ func failOn(op string, err error) func(string) error {
 		return nil
 	}
 }
+
+func TestCheckChainName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"INPUT": true, "KUBE-SERVICES": true, "f2b-sshd": true, "IN_public_allow": true,
+		strings.Repeat("C", 28): true, strings.Repeat("C", 29): false,
+		"": false, "-F": false, "!x": false, "IN PUT": false, "a.b": false, "x\n": false,
+	} {
+		if err := iptables.CheckChainName(name); (err == nil) != ok {
+			t.Errorf("CheckChainName(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+	if _, err := iptables.NewWith(iptables.Options{Chain: "-F"}, iptables.Backends{}); err == nil || !strings.Contains(err.Error(), `chain "-F"`) {
+		t.Errorf("NewWith with chain -F: %v, want a refusal naming it", err)
+	}
+}

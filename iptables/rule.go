@@ -1,7 +1,9 @@
 package iptables
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -52,18 +54,19 @@ func ruleText(f Family) string { return strings.Join(Rule(f), " ") }
 // (XT_EXTENSION_MAXNAMELEN - 1).
 const maxChainName = 28
 
-// validChain reports why a chain name cannot be passed to iptables, or nil.
-// The name reaches iptables as one argument (no shell), but a name starting
-// with '-' or '!' would be read as an option and whitespace is not allowed
-// by iptables itself.
-func validChain(name string) error {
+// chainName is what a chain name may be here: what iptables accepts, less
+// what could be read as an option ('-' or '!' first) or need quoting.
+var chainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*$`)
+
+// CheckChainName says why name cannot be a chain for the VRRP rule, or
+// returns nil. It is the one rule for OPENSHIFT_HA_IPTABLES_CHAIN: config
+// applies it where the value enters, and New again.
+func CheckChainName(name string) error {
 	switch {
 	case len(name) > maxChainName:
-		return fmt.Errorf("chain name %q: longer than %d characters", name, maxChainName)
-	case strings.HasPrefix(name, "-"), strings.HasPrefix(name, "!"):
-		return fmt.Errorf("chain name %q: must not start with '-' or '!'", name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f || r > 0x7e }):
-		return fmt.Errorf("chain name %q: only printable ASCII without spaces is allowed", name)
+		return fmt.Errorf("longer than %d characters", maxChainName)
+	case !chainName.MatchString(name):
+		return errors.New("not an iptables chain name (letters, digits, '_' and '-', not '-' first)")
 	}
 	return nil
 }

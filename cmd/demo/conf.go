@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
 
@@ -13,59 +11,37 @@ import (
 // KEEPALIVED_CONFIG default), on the node's private /etc/keepalived.
 const confPath = "/etc/keepalived/keepalived.conf"
 
-// keepalivedConf is what the demo reads from a node's keepalived.conf.
-type keepalivedConf struct {
-	text      string
-	instances map[string]instanceConf
+// nodeConf is a node's keepalived.conf, as text and as read by
+// keepalived.Parse.
+type nodeConf struct {
+	text string
+	*keepalived.Conf
 }
 
-// instanceConf is one vrrp_instance: its priority, and whether it starts
-// as MASTER (the node prefers it).
-type instanceConf struct {
-	priority int
-	master   bool
+// priority is the node's priority for instance name; ok is false when the
+// node does not run it.
+func (c nodeConf) priority(name string) (prio int, ok bool) {
+	if in := c.Instance(name); in != nil {
+		return in.Priority, true
+	}
+	return 0, false
+}
+
+// master says whether the node starts instance name as MASTER (it prefers it).
+func (c nodeConf) master(name string) bool {
+	in := c.Instance(name)
+	return in != nil && in.Master
 }
 
 // readConf reads the keepalived.conf that p's ipfailover wrote.
-func readConf(p *lab.Process) (keepalivedConf, error) {
+func readConf(p *lab.Process) (nodeConf, error) {
 	b, err := p.ReadFile(confPath)
 	if err != nil {
-		return keepalivedConf{}, fmt.Errorf("reading %s's keepalived.conf: %w", p.Node().Name, err)
+		return nodeConf{}, fmt.Errorf("reading %s's keepalived.conf: %w", p.Node().Name, err)
 	}
-	c, err := parseConf(string(b))
+	c, err := keepalived.Parse(b)
 	if err != nil {
-		return c, fmt.Errorf("%s's keepalived.conf: %w", p.Node().Name, err)
+		return nodeConf{}, fmt.Errorf("%s's keepalived.conf: %w", p.Node().Name, err)
 	}
-	return c, nil
-}
-
-// parseConf reads the priority and start state of every vrrp_instance.
-func parseConf(text string) (keepalivedConf, error) {
-	c := keepalivedConf{text: text, instances: map[string]instanceConf{}}
-	var name string
-	for line := range strings.SplitSeq(c.text, "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 3 && f[0] == "vrrp_instance" && f[2] == "{":
-			name = f[1]
-			c.instances[name] = instanceConf{}
-		case name == "" || len(f) != 2:
-		case f[0] == "priority":
-			pr, err := strconv.Atoi(f[1])
-			if err != nil {
-				return c, fmt.Errorf("%s: priority %q", name, f[1])
-			}
-			in := c.instances[name]
-			in.priority = pr
-			c.instances[name] = in
-		case f[0] == "state" && f[1] == "MASTER":
-			in := c.instances[name]
-			in.master = true
-			c.instances[name] = in
-		}
-	}
-	if len(c.instances) == 0 {
-		return c, errors.New("no vrrp_instance")
-	}
-	return c, nil
+	return nodeConf{text: string(b), Conf: c}, nil
 }

@@ -48,7 +48,7 @@ type demo struct {
 	logs     []*os.File
 
 	// conf is each node's keepalived.conf, as ipfailover wrote it.
-	conf map[*lab.Node]keepalivedConf
+	conf map[*lab.Node]nodeConf
 	// home is who held each VIP once the cluster first settled.
 	home map[netip.Addr]*lab.Node
 	// explained is set once the demo said why a VIP comes back.
@@ -83,7 +83,7 @@ func run(ctx context.Context, out io.Writer, verbose bool) (err error) {
 		vips:    []netip.Addr{netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101"), netip.MustParseAddr("192.0.2.102")},
 		ipf:     map[*lab.Node]*lab.Process{},
 		svc:     map[*lab.Node]*lab.Process{},
-		conf:    map[*lab.Node]keepalivedConf{},
+		conf:    map[*lab.Node]nodeConf{},
 		home:    map[netip.Addr]*lab.Node{},
 
 		restarted: map[*lab.Node]string{},

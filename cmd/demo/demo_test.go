@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 )
 
 // testdata/metrics.txt and testdata/keepalived.conf were captured from the
@@ -50,37 +51,29 @@ ipfailover_keepalived_restarts_total 2
 	}
 }
 
-func TestParseConf(t *testing.T) {
+// TestReadsTheDemosConf: the demo reads a node's priorities and start
+// states through keepalived.Parse.
+func TestReadsTheDemosConf(t *testing.T) {
 	text, err := os.ReadFile("testdata/keepalived.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := parseConf(string(text))
+	parsed, err := keepalived.Parse(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]instanceConf{
-		"demo_VIP_1": {priority: 249, master: true},
-		"demo_VIP_2": {priority: 253, master: true},
-		"demo_VIP_3": {priority: 249, master: true},
+	c := nodeConf{text: string(text), Conf: parsed}
+	for _, tt := range []struct {
+		name   string
+		prio   int
+		master bool
+	}{{"demo_VIP_1", 249, true}, {"demo_VIP_2", 253, true}, {"demo_VIP_3", 249, true}} {
+		if prio, ok := c.priority(tt.name); !ok || prio != tt.prio || c.master(tt.name) != tt.master {
+			t.Errorf("%s: priority %d %v master %v, want %d MASTER %v", tt.name, prio, ok, c.master(tt.name), tt.prio, tt.master)
+		}
 	}
-	if diff := cmp.Diff(want, got.instances, cmp.AllowUnexported(instanceConf{})); diff != "" {
-		t.Errorf("parseConf (-want +got):\n%s", diff)
-	}
-
-	backup := strings.ReplaceAll(string(text), "   state MASTER\n", "")
-	got, err = parseConf(backup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.instances["demo_VIP_2"].master {
-		t.Error("an instance without state MASTER parsed as MASTER")
-	}
-	if _, err := parseConf("global_defs {\n}\n"); err == nil {
-		t.Error("a file without instances parsed")
-	}
-	if _, err := parseConf("vrrp_instance x {\n priority high\n}\n"); err == nil {
-		t.Error("a non-numeric priority parsed")
+	if _, ok := c.priority("nope"); ok || c.master("nope") {
+		t.Error("an instance the node does not run has a priority or is MASTER")
 	}
 }
 

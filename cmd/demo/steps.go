@@ -160,7 +160,7 @@ func (d *demo) comeBack(ctx context.Context, n *lab.Node, start time.Time, s sna
 		if d.home[v] != n {
 			continue
 		}
-		if d.conf[n].instances[s.instance(v)].master {
+		if d.conf[n].master(s.instance(v)) {
 			back = append(back, v)
 		} else {
 			stay = append(stay, v)
@@ -252,7 +252,7 @@ func (d *demo) rollPod(ctx context.Context) error {
 		return fmt.Errorf("%s still has %s after its ipfailover exited", victim.Name, strings.Join(left, ", "))
 	}
 	for _, m := range moves {
-		p := d.conf[m.to].instances[s0.instance(m.vip)].priority
+		p, _ := d.conf[m.to].priority(s0.instance(m.vip))
 		d.say("  %s first waits its skew time, (256 - %d)/256 s = %d ms, after the priority-0 advert.",
 			m.to.Name, p, (256-p)*1000/256)
 	}

@@ -158,7 +158,8 @@ func (d *demo) table(s snapshot) {
 		for _, n := range d.c.Nodes {
 			cell := "stopped"
 			if m, ok := s.metrics[n]; ok {
-				cell = fmt.Sprintf("%s %d", m.State[in], d.conf[n].instances[in].priority)
+				prio, _ := d.conf[n].priority(in)
+				cell = fmt.Sprintf("%s %d", m.State[in], prio)
 			}
 			row += fmt.Sprintf(" %-11s", cell)
 		}
@@ -334,8 +335,8 @@ func (d *demo) waitStates(ctx context.Context, n *lab.Node, start time.Time, sta
 func (d *demo) priorities(in string) string {
 	var s []string
 	for _, n := range d.c.Nodes {
-		if c, ok := d.conf[n].instances[in]; ok {
-			s = append(s, fmt.Sprintf("%s %d", n.Name, c.priority))
+		if prio, ok := d.conf[n].priority(in); ok {
+			s = append(s, fmt.Sprintf("%s %d", n.Name, prio))
 		}
 	}
 	return strings.Join(s, ", ")
@@ -344,15 +345,17 @@ func (d *demo) priorities(in string) string {
 // best returns the node with the highest priority for instance in (the
 // higher address on a tie, as VRRP decides).
 func (d *demo) best(in string) *lab.Node {
-	var best *lab.Node
+	var (
+		best     *lab.Node
+		bestPrio int
+	)
 	for _, n := range d.c.Nodes {
-		c, ok := d.conf[n].instances[in]
+		prio, ok := d.conf[n].priority(in)
 		if !ok {
 			continue
 		}
-		if best == nil || c.priority > d.conf[best].instances[in].priority ||
-			c.priority == d.conf[best].instances[in].priority && n.Addr4.Compare(best.Addr4) > 0 {
-			best = n
+		if best == nil || prio > bestPrio || prio == bestPrio && n.Addr4.Compare(best.Addr4) > 0 {
+			best, bestPrio = n, prio
 		}
 	}
 	return best

@@ -4,14 +4,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
-	"github.com/ipfailover/ipfailover/failover"
+	"github.com/ipfailover/ipfailover/internal/plan"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -31,10 +33,10 @@ Settings come from OPENSHIFT_HA_* variables; see the README.
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	os.Exit(exitCode(log, run(log, os.Args[1:])))
+	os.Exit(exitCode(log, dispatch(log, os.Args[1:])))
 }
 
-func run(log *slog.Logger, args []string) error {
+func dispatch(log *slog.Logger, args []string) error {
 	cmd := "run"
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
@@ -46,18 +48,18 @@ func run(log *slog.Logger, args []string) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		log.Info("starting", "version", version, "pid", os.Getpid())
-		return failover.Run(ctx, failover.Options{Logger: log, Stdout: os.Stdout, Stderr: os.Stderr, Version: version, Reload: hup})
+		return run(ctx, log, hup)
 	case "render":
-		return failover.Render(os.Stdout)
+		return render(os.Stdout)
 	case "remove-failover":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		return failover.RemoveFailover(ctx, os.Stdout)
+		return removeFailover(ctx, os.Stdout)
 	case "vr-ids":
 		if len(args) != 1 {
-			return &failover.ConfigError{Err: fmt.Errorf("usage: ipfailover vr-ids CLUSTER_NAME")}
+			return &plan.ConfigError{Err: errors.New("usage: ipfailover vr-ids CLUSTER_NAME")}
 		}
-		return failover.VRIDs(os.Stdout, args[0])
+		return vrIDs(os.Stdout, args[0])
 	case "version":
 		fmt.Printf("ipfailover %s (%s)\n", version, runtime.Version())
 		return nil
@@ -65,7 +67,7 @@ func run(log *slog.Logger, args []string) error {
 		fmt.Print(usage)
 		return nil
 	}
-	return &failover.ConfigError{Err: fmt.Errorf("unknown command %q\n%s", cmd, usage)}
+	return &plan.ConfigError{Err: fmt.Errorf("unknown command %q\n%s", cmd, usage)}
 }
 
 // exitCode is 0 on success, 2 for bad configuration, 1 otherwise.
@@ -73,22 +75,11 @@ func exitCode(log *slog.Logger, err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case failover.IsConfigError(err):
-		fmt.Fprintf(os.Stderr, "ipfailover: invalid configuration:\n%s\n", indent(err.Error()))
+	case plan.IsConfigError(err):
+		fmt.Fprintf(os.Stderr, "ipfailover: invalid configuration:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return 2
 	default:
 		log.Error("failed", "error", err)
 		return 1
 	}
-}
-
-func indent(s string) string {
-	out := "  "
-	for _, r := range s {
-		out += string(r)
-		if r == '\n' {
-			out += "  "
-		}
-	}
-	return out
 }

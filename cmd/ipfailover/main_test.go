@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/test/nstest"
 )
 
@@ -102,7 +103,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"unicast without peers", "OPENSHIFT_HA_USE_UNICAST=true", "OPENSHIFT_HA_USE_UNICAST"},
 		{"missing interface", "OPENSHIFT_HA_NETWORK_INTERFACE=eth9", `OPENSHIFT_HA_NETWORK_INTERFACE="eth9": no such interface`},
 		{"missing check script", "OPENSHIFT_HA_CHECK_SCRIPT=/nonexistent/check.sh", "OPENSHIFT_HA_CHECK_SCRIPT"},
-		{"keepalived flags", "KEEPALIVED_OPTIONS=-D; reboot", "KEEPALIVED_OPTIONS"},
+		{"chain read as an option", "OPENSHIFT_HA_IPTABLES_CHAIN=-F", `OPENSHIFT_HA_IPTABLES_CHAIN="-F": not an iptables chain name`},
+		{"keepalived flags", "KEEPALIVED_OPTIONS=-D; reboot", `KEEPALIVED_OPTIONS="-D; reboot": ';' needs a shell`},
 		{"too many ids", "OPENSHIFT_HA_VRRP_ID_OFFSET=250\x00OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100-110", "need router ids up to 261"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +118,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 				}
 				if strings.Contains(stderr, "panic") {
 					t.Fatalf("panic:\n%s", stderr)
+				}
+				for _, line := range strings.Split(stderr, "\n") {
+					for _, v := range config.Variables() {
+						if strings.Count(line, v+"=") > 1 {
+							t.Errorf("%s: a line names %s twice: %s", cmd, v, line)
+						}
+					}
 				}
 			}
 			if rules := inNS(t, ns, "iptables", "-S", "INPUT"); strings.Contains(rules, "224.0.0.18") {

@@ -15,11 +15,16 @@ import (
 	"strings"
 )
 
-// Addrs lists, adds and deletes the addresses of a network interface.
-type Addrs interface {
+// Lister lists the addresses of a network interface.
+type Lister interface {
 	// List returns the addresses on iface, each with its own prefix length,
 	// in the order the kernel lists them.
 	List(iface string) ([]netip.Prefix, error)
+}
+
+// Addrs lists, adds and deletes the addresses of a network interface.
+type Addrs interface {
+	Lister
 	// Add puts p on iface. It fails with ErrAddrExists when p is there.
 	Add(iface string, p netip.Prefix) error
 	// Delete removes p, with exactly this prefix length, from iface. It fails
@@ -129,7 +134,7 @@ func restoreSecondaries(a Addrs, iface string, listed []netip.Prefix, vips map[n
 
 // HeldVIPs returns the VIPs among vips that are on iface now, in the order of
 // vips. It lists the interface's addresses once.
-func HeldVIPs(a Addrs, iface string, vips []netip.Addr) ([]netip.Addr, error) {
+func HeldVIPs(a Lister, iface string, vips []netip.Addr) ([]netip.Addr, error) {
 	listed, err := a.List(iface)
 	if err != nil {
 		return nil, fmt.Errorf("listing addresses of %s: %w", iface, err)

@@ -264,36 +264,3 @@ func dump[T any](f func() ([]T, error)) ([]T, error) {
 	}
 	return nil, fmt.Errorf("%w %d times in a row", err, dumpAttempts)
 }
-
-// DefaultInterface returns the interface of the current network namespace's
-// default route; see Netlink.DefaultInterface.
-func DefaultInterface() (string, error) {
-	n, err := NewNetlink()
-	if err != nil {
-		return "", err
-	}
-	defer n.Close()
-	return n.DefaultInterface()
-}
-
-// Interface returns the interface called name in the current network
-// namespace, or a *NoSuchInterfaceError; see Netlink.Interface.
-func Interface(name string) (net.Interface, error) {
-	n, err := NewNetlink()
-	if err != nil {
-		return net.Interface{}, err
-	}
-	defer n.Close()
-	return n.Interface(name)
-}
-
-// NodeAddrs returns the node's own addresses on iface in the current network
-// namespace; see Netlink.NodeAddrs.
-func NodeAddrs(iface string, vips []netip.Addr) (v4, v6 netip.Addr, err error) {
-	n, err := NewNetlink()
-	if err != nil {
-		return netip.Addr{}, netip.Addr{}, err
-	}
-	defer n.Close()
-	return n.NodeAddrs(iface, vips)
-}

@@ -335,8 +335,8 @@ func BenchmarkHeldVIPs(b *testing.B) {
 }
 
 // TestCurrentNamespace runs this test binary again inside a fresh namespace
-// with `ip netns exec`, so that the package-level functions, which work on
-// the current namespace, see a known one.
+// with `ip netns exec`, so that NewNetlink, which works on the current
+// namespace, sees a known one.
 func TestCurrentNamespace(t *testing.T) {
 	if os.Getenv("IPFAILOVER_HOST_CHILD") == "1" {
 		currentNamespaceChild(t)
@@ -357,18 +357,23 @@ func TestCurrentNamespace(t *testing.T) {
 }
 
 func currentNamespaceChild(t *testing.T) {
-	iface, err := host.DefaultInterface()
+	nl, err := host.NewNetlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	iface, err := nl.DefaultInterface()
 	if err != nil || iface != "ipf0" {
 		t.Errorf("DefaultInterface() = %q, %v; want ipf0", iface, err)
 	}
-	if _, err := host.Interface("ipf0"); err != nil {
+	if _, err := nl.Interface("ipf0"); err != nil {
 		t.Errorf("Interface(ipf0): %v", err)
 	}
-	_, err = host.Interface("eth9")
+	_, err = nl.Interface("eth9")
 	if want := "no such interface on this host (have: ipf0, ipf0p, lo)"; err == nil || err.Error() != want {
 		t.Errorf("Interface(eth9) error = %v, want %q", err, want)
 	}
-	v4, _, err := host.NodeAddrs("ipf0", addrs("192.0.2.10"))
+	v4, _, err := nl.NodeAddrs("ipf0", addrs("192.0.2.10"))
 	if err != nil || v4 != netip.MustParseAddr("192.0.2.2") {
 		t.Errorf("NodeAddrs(ipf0) = %v, %v; want 192.0.2.2", v4, err)
 	}

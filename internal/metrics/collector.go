@@ -7,6 +7,10 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/proc"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -20,38 +24,16 @@ type Keepalived interface {
 	Running() bool
 }
 
-// VIPLister lists the addresses the kernel has on an interface.
-type VIPLister interface {
-	List(iface string) ([]netip.Prefix, error)
-}
-
-// Instance is one configured VRRP instance.
-type Instance struct {
-	Name      string
-	Interface string
-	VRID      int
-	VIPs      []netip.Addr
-	Priority  int
-}
-
-// Values of keepalived's vrrp_t state, as in its JSON dump and in keepalived_vrrp_state.
-const (
-	StateInit   = 0
-	StateBackup = 1
-	StateMaster = 2
-	StateFault  = 3
-)
-
 // stateLabel is the exporter's "state" label: the state name, empty for a state it does not know.
 func stateLabel(s int) string {
 	switch s {
-	case StateInit:
+	case keepalived.StateInit:
 		return "INIT"
-	case StateBackup:
+	case keepalived.StateBackup:
 		return "BACKUP"
-	case StateMaster:
+	case keepalived.StateMaster:
 		return "MASTER"
-	case StateFault:
+	case keepalived.StateFault:
 		return "FAULT"
 	}
 	return ""
@@ -86,8 +68,11 @@ const (
 // into metrics at scrape time.
 type collector struct {
 	keepalived Keepalived
-	vips       VIPLister
-	instances  []Instance
+	proc       proc.FS
+	vips       host.Lister
+	iface      string
+	allVIPs    []netip.Addr
+	instances  []config.Instance
 	dumper     *dumper
 	log        *slog.Logger
 
@@ -121,8 +106,11 @@ func newCollector(o Options, d *dumper) *collector {
 	vrrpLabels := []string{"name", "intf", "vrid", "state"}
 	c := &collector{
 		keepalived:  o.Keepalived,
+		proc:        o.Proc,
 		vips:        o.VIPs,
-		instances:   o.Instances,
+		instances:   o.Plan.Instances,
+		iface:       o.Plan.Node.Interface,
+		allVIPs:     o.Plan.Config.VIPs,
 		dumper:      d,
 		log:         o.Logger,
 		version:     o.Version,
@@ -164,19 +152,16 @@ func newCollector(o Options, d *dumper) *collector {
 	d.duration = c.dumpDuration
 	c.scrapeErrors.WithLabelValues(sourceVIPs)
 
-	mode := "multicast"
-	if o.Unicast {
-		mode = "unicast"
-	}
+	p := o.Plan
 	vridRange := ""
-	if len(o.Instances) > 0 {
-		lo, hi := o.Instances[0].VRID, o.Instances[0].VRID
-		for _, in := range o.Instances {
-			lo, hi = min(lo, in.VRID), max(hi, in.VRID)
+	if len(p.Instances) > 0 {
+		lo, hi := p.Instances[0].RouterID, p.Instances[0].RouterID
+		for _, in := range p.Instances {
+			lo, hi = min(lo, in.RouterID), max(hi, in.RouterID)
 		}
-		vridRange = strconv.Itoa(lo) + "-" + strconv.Itoa(hi)
+		vridRange = strconv.Itoa(int(lo)) + "-" + strconv.Itoa(int(hi))
 	}
-	c.configLabels = []string{o.ConfigName, o.Interface, strconv.Itoa(len(o.Instances)), vridRange, mode, o.Preemption}
+	c.configLabels = []string{p.Config.Name, p.Node.Interface, strconv.Itoa(len(p.Instances)), vridRange, p.Mode(), p.Config.Preemption.String()}
 	return c
 }
 
@@ -209,7 +194,7 @@ func (c *collector) collectKeepalived(ch chan<- prometheus.Metric) {
 		err error
 	)
 	// A stopped, vanished or zombie keepalived gets no signal: it cannot answer.
-	if alive(c.keepalived) != nil {
+	if alive(c.proc, c.keepalived) != nil {
 		err = errNotRunning
 	} else {
 		d, err = c.dumper.get(c.keepalived.PID())
@@ -279,28 +264,20 @@ func (c *collector) collectVIPs(ch chan<- prometheus.Metric) {
 	if c.vips == nil {
 		return
 	}
-	held := make(map[string]map[netip.Addr]bool)
+	held, err := host.HeldVIPs(c.vips, c.iface, c.allVIPs)
+	if err != nil {
+		c.scrapeErrors.WithLabelValues(sourceVIPs).Inc()
+		c.log.Warn("listing addresses", "interface", c.iface, "err", err)
+		return
+	}
+	on := make(map[netip.Addr]bool, len(held))
+	for _, v := range held {
+		on[v] = true
+	}
 	for _, in := range c.instances {
-		addrs, ok := held[in.Interface]
-		if !ok {
-			prefixes, err := c.vips.List(in.Interface)
-			if err != nil {
-				c.scrapeErrors.WithLabelValues(sourceVIPs).Inc()
-				c.log.Warn("listing addresses", "interface", in.Interface, "err", err)
-			} else {
-				addrs = make(map[netip.Addr]bool, len(prefixes))
-				for _, p := range prefixes {
-					addrs[p.Addr().Unmap()] = true
-				}
-			}
-			held[in.Interface] = addrs
-		}
-		if addrs == nil {
-			continue
-		}
 		for _, vip := range in.VIPs {
 			v := 0.0
-			if addrs[vip.Unmap()] {
+			if on[vip] {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(c.vipHeld, prometheus.GaugeValue, v, vip.String(), in.Name, in.Interface)

@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,76 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/proc"
 )
-
-// DefaultDumpPath is where keepalived writes its JSON dump: "keepalived.json" in its temporary
-// directory, which keepalived 2.2.7 takes from TMPDIR and otherwise is /tmp. keepalived inherits
-// this process's environment, so the same rule applies here.
-func DefaultDumpPath() string {
-	dir := os.Getenv("TMPDIR")
-	if dir == "" {
-		dir = "/tmp"
-	}
-	return filepath.Join(dir, "keepalived.json")
-}
-
-// vrrpInstance is one element of keepalived's JSON dump.
-type vrrpInstance struct {
-	Data struct {
-		Name           string  `json:"iname"`
-		Interface      string  `json:"ifp_ifname"`
-		VRID           int     `json:"vrid"`
-		State          int     `json:"state"`
-		LastTransition float64 `json:"last_transition"`
-	} `json:"data"`
-	// Stats maps keepalived's counter names (advert_rcvd, ip_ttl_err, ...) to their values.
-	// keepalived leaves the object out when an instance has no statistics, and leaves
-	// authtype_mismatch and auth_failure out when it is built without VRRP authentication.
-	Stats map[string]uint64 `json:"stats"`
-}
-
-// parseDump decodes a keepalived JSON dump in either layout keepalived has written: a bare
-// array of {"data":…,"stats":…} objects (every 2.x release, and json_version 1 later), or an
-// object whose "vrrp" member is that array (json_version 2, keepalived 2.3 and later).
-func parseDump(b []byte) ([]vrrpInstance, error) {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return nil, errors.New("empty dump")
-	}
-	var out []vrrpInstance
-	switch b[0] {
-	case '[':
-		if err := json.Unmarshal(b, &out); err != nil {
-			return nil, err
-		}
-	case '{':
-		var v2 struct {
-			VRRP *[]vrrpInstance `json:"vrrp"`
-		}
-		if err := json.Unmarshal(b, &v2); err != nil {
-			return nil, err
-		}
-		if v2.VRRP == nil {
-			return nil, errors.New(`dump object has no "vrrp" member`)
-		}
-		out = *v2.VRRP
-	default:
-		return nil, fmt.Errorf("dump starts with %q, want '[' or '{'", b[0])
-	}
-	for i, in := range out {
-		if in.Data.Name == "" {
-			return nil, fmt.Errorf("instance %d of the dump has no iname", i)
-		}
-	}
-	return out, nil
-}
 
 // dump is one parsed JSON dump.
 type dump struct {
 	pid       int
 	at        time.Time
-	instances []vrrpInstance
+	instances []keepalived.VRRPInstance
 }
 
 // flight is a dump in progress that concurrent scrapes wait for.
@@ -102,6 +37,7 @@ type flight struct {
 // dumper asks keepalived for JSON dumps. Concurrent callers share one dump, and a dump younger
 // than maxAge is handed out again without asking keepalived.
 type dumper struct {
+	proc    proc.FS
 	binary  string
 	path    string
 	timeout time.Duration
@@ -150,8 +86,7 @@ func (d *dumper) get(pid int) (*dump, error) {
 	return f.d, f.err
 }
 
-// signal returns keepalived's JSON dump signal, asking `keepalived --signum=JSON` once. It is
-// SIGRTMIN+2, whose number depends on the C library keepalived was built with.
+// signal returns keepalived's JSON dump signal, asking `keepalived --signum=JSON` once.
 func (d *dumper) signal() (syscall.Signal, error) {
 	d.sigMu.Lock()
 	defer d.sigMu.Unlock()
@@ -160,16 +95,12 @@ func (d *dumper) signal() (syscall.Signal, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, d.binary, "--signum=JSON").Output()
+	sig, err := keepalived.Signum(ctx, d.binary, "JSON")
 	if err != nil {
-		return 0, fmt.Errorf("asking %s --signum=JSON: %w", d.binary, err)
+		return 0, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil || n <= 0 || n > 64 {
-		return 0, fmt.Errorf("%s --signum=JSON printed %q, want a signal number", d.binary, out)
-	}
-	d.sig = syscall.Signal(n)
-	return d.sig, nil
+	d.sig = sig
+	return sig, nil
 }
 
 // fetch signals keepalived and waits, until the deadline, for a fresh dump that parses.
@@ -196,7 +127,7 @@ func (d *dumper) fetch(pid int) (*dump, error) {
 	// A keepalived that has only just started has not set up its signal
 	// handling yet, and the default action of the dump signal is to kill
 	// the process: signal only once it blocks or catches the signal.
-	if ok, err := proc.HandlesSignal(pid, sig); err != nil {
+	if ok, err := d.proc.HandlesSignal(pid, sig); err != nil {
 		return nil, fmt.Errorf("keepalived pid %d: %w", pid, err)
 	} else if !ok {
 		return nil, fmt.Errorf("keepalived pid %d is still starting (signal %d not handled yet)", pid, sig)
@@ -217,8 +148,8 @@ func (d *dumper) fetch(pid int) (*dump, error) {
 		if fresh(before, statErr, d.path) || evented {
 			b, err := os.ReadFile(d.path)
 			if err == nil {
-				var inst []vrrpInstance
-				inst, err = parseDump(b)
+				var inst []keepalived.VRRPInstance
+				inst, err = keepalived.ParseDump(b)
 				if err == nil {
 					return &dump{pid: pid, at: time.Now(), instances: inst}, nil
 				}

@@ -18,7 +18,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/proc"
 	"github.com/ipfailover/ipfailover/test/nstest"
+	"github.com/ipfailover/ipfailover/test/wait"
 )
 
 // lockedBuffer collects keepalived's console output.
@@ -100,11 +103,10 @@ vrrp_instance T_VIP_2 {
 }
 `
 
-// labInstances is labConfig as this package's callers describe it.
-var labInstances = []Instance{
-	{Name: "T_VIP_1", Interface: "va", VRID: 51, Priority: 200, VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.100")}},
-	{Name: "T_VIP_2", Interface: "va", VRID: 52, Priority: 100, VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.101")}},
-}
+// labPlan is labConfig as ipfailover would have planned it.
+var labPlan = testPlan("metrics-test", "va",
+	instance("T_VIP_1", "va", 51, 200, "192.0.2.100"),
+	instance("T_VIP_2", "va", 52, 100, "192.0.2.101"))
 
 // startKeepalived starts Debian's keepalived with labConfig in a fresh network namespace whose
 // veth pair va/vb carries 192.0.2.1/24. Its dump goes to a private TMPDIR.
@@ -155,7 +157,7 @@ func startKeepalived(t testing.TB) *keepalivedLab {
 			t.Logf("keepalived output:\n%s", out.String())
 		}
 	})
-	waitFor(t, "keepalived to start its VRRP child", func() bool {
+	wait.For(t, "keepalived to start its VRRP child", func() bool {
 		return strings.Contains(out.String(), "Startup complete")
 	})
 	return k
@@ -163,14 +165,12 @@ func startKeepalived(t testing.TB) *keepalivedLab {
 
 func (k *keepalivedLab) options() Options {
 	return Options{
-		Keepalived: k.proc,
-		VIPs:       k,
-		DumpPath:   k.dump,
-		ConfigName: "metrics-test",
-		Interface:  "va",
-		Instances:  labInstances,
-		Preemption: "preempt_delay 300",
-		Version:    "test",
+		Plan:             labPlan,
+		Keepalived:       k.proc,
+		KeepalivedBinary: keepalived.FindBinary(),
+		VIPs:             k,
+		DumpPath:         k.dump,
+		Version:          "test",
 	}
 }
 
@@ -182,16 +182,16 @@ func TestRealKeepalived(t *testing.T) {
 	s := newServer(t, o)
 
 	master := map[string]string{"name": "T_VIP_1", "intf": "va", "vrid": "51"}
-	waitFor(t, "both instances to become MASTER", func() bool {
-		return gauge(t, s, "keepalived_vrrp_state", master) == StateMaster &&
-			gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_2"}) == StateMaster
+	wait.For(t, "both instances to become MASTER", func() bool {
+		return gauge(t, s, "keepalived_vrrp_state", master) == keepalived.StateMaster &&
+			gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_2"}) == keepalived.StateMaster
 	})
 	// The compatible counters carry the state name as a label.
 	sent := gauge(t, s, "keepalived_vrrp_advert_sent", map[string]string{"name": "T_VIP_1", "state": "MASTER"})
-	waitFor(t, "advert_sent to grow", func() bool {
+	wait.For(t, "advert_sent to grow", func() bool {
 		return gauge(t, s, "keepalived_vrrp_advert_sent", map[string]string{"name": "T_VIP_1", "state": "MASTER"}) > sent
 	})
-	waitFor(t, "the kernel to hold both VIPs", func() bool {
+	wait.For(t, "the kernel to hold both VIPs", func() bool {
 		return gauge(t, s, "ipfailover_vip_held", map[string]string{"vip": "192.0.2.100"}) == 1 &&
 			gauge(t, s, "ipfailover_vip_held", map[string]string{"vip": "192.0.2.101"}) == 1
 	})
@@ -211,8 +211,8 @@ func TestRealKeepalived(t *testing.T) {
 		}
 	}
 	// Every signal was keepalived's JSON dump: it printed one dump per signal, and stayed up.
-	if !k.proc.Running() || alive(k.proc) != nil {
-		t.Fatalf("keepalived died: %v", alive(k.proc))
+	if !k.proc.Running() || alive(proc.FS{}, k.proc) != nil {
+		t.Fatalf("keepalived died: %v", alive(proc.FS{}, k.proc))
 	}
 	if got, want := k.dumpsPrinted(), int(s.collector.dumper.signals.Load()); got != want {
 		t.Errorf("keepalived printed %d dumps for %d signals", got, want)
@@ -226,7 +226,7 @@ func TestRealKeepalivedConcurrentScrapes(t *testing.T) {
 	o.DumpMaxAge = time.Hour
 	s := newServer(t, o)
 	scrapeConcurrently(t, s, 32)
-	waitFor(t, "keepalived to log its dump", func() bool { return k.dumpsPrinted() >= 1 })
+	wait.For(t, "keepalived to log its dump", func() bool { return k.dumpsPrinted() >= 1 })
 	if n := k.dumpsPrinted(); n != 1 {
 		t.Errorf("32 parallel scrapes made keepalived print %d dumps, want 1", n)
 	}
@@ -236,14 +236,14 @@ func TestRealKeepalivedConcurrentScrapes(t *testing.T) {
 func TestRealKeepalivedDies(t *testing.T) {
 	k := startKeepalived(t)
 	s := newServer(t, k.options())
-	if code, body := get(t, s.Handler(), "/healthz"); code != 200 {
+	if code, body := get(t, s.handler, "/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}
 	if err := syscall.Kill(k.proc.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/healthz to fail", func() bool {
-		code, _ := get(t, s.Handler(), "/healthz")
+	wait.For(t, "/healthz to fail", func() bool {
+		code, _ := get(t, s.handler, "/healthz")
 		return code == 503
 	})
 	// The supervisor has not noticed yet: the scrape signals a dead PID and reports it.
@@ -264,7 +264,7 @@ func BenchmarkScrape(b *testing.B) {
 		b.ResetTimer()
 		for b.Loop() {
 			start := time.Now()
-			code, body := get(b, s.Handler(), "/metrics")
+			code, body := get(b, s.handler, "/metrics")
 			times = append(times, time.Since(start))
 			if code != 200 || !strings.Contains(body, "\nkeepalived_up 1\n") {
 				b.Fatalf("scrape: %d\n%s", code, body)

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -21,7 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/plan"
+	"github.com/ipfailover/ipfailover/internal/proc"
+	"github.com/ipfailover/ipfailover/test/wait"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -84,7 +87,7 @@ func startFake(t testing.TB, fixture string) *fake {
 	f := &fake{dump: filepath.Join(dir, "keepalived.json"), count: filepath.Join(dir, "signals"), fixture: "ignore"}
 	if fixture != "ignore" {
 		f.fixture = filepath.Join(dir, "fixture.json")
-		copyFile(t, filepath.Join("testdata", fixture), f.fixture)
+		copyFile(t, dumpFixture(fixture), f.fixture)
 	}
 	cmd := exec.Command(os.Args[0], strconv.Itoa(int(jsonSignal)), f.fixture, f.dump, f.count)
 	cmd.Env = append(os.Environ(), fakeKeepalivedEnv+"=1")
@@ -98,11 +101,16 @@ func startFake(t testing.TB, fixture string) *fake {
 		cmd.Wait()
 	})
 	f.pid = cmd.Process.Pid
-	waitFor(t, "the fake keepalived's signal handler", func() bool {
+	wait.For(t, "the fake keepalived's signal handler", func() bool {
 		_, err := os.Stat(f.count + ".ready")
 		return err == nil
 	})
 	return f
+}
+
+// dumpFixture is a keepalived JSON dump captured for internal/keepalived's tests.
+func dumpFixture(name string) string {
+	return filepath.Join("..", "keepalived", "testdata", "dumps", name)
 }
 
 func copyFile(t testing.TB, from, to string) {
@@ -116,16 +124,24 @@ func copyFile(t testing.TB, from, to string) {
 	}
 }
 
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+// testPlan is a multicast plan named name on iface, with preempt_delay 300 and the given
+// instances.
+func testPlan(name, iface string, ins ...config.Instance) *plan.Plan {
+	cfg := &config.Config{Name: name, Preemption: config.Preemption{Delay: 300 * time.Second}}
+	for _, in := range ins {
+		cfg.VIPs = append(cfg.VIPs, in.VIPs...)
 	}
+	return &plan.Plan{Config: cfg, Node: config.Node{Interface: iface}, Instances: ins}
+}
+
+// instance is the vrrp_instance name on iface with router id vrid, priority and VIPs.
+func instance(name, iface string, vrid, priority int, vips ...string) config.Instance {
+	in := config.Instance{Name: name, Interface: iface, Priority: priority}
+	in.RouterID = config.RouterID(vrid)
+	for _, v := range vips {
+		in.VIPs = append(in.VIPs, netip.MustParseAddr(v))
+	}
+	return in
 }
 
 func testOptions(k Keepalived, dumpPath string) Options {
@@ -133,15 +149,10 @@ func testOptions(k Keepalived, dumpPath string) Options {
 		Keepalived: k,
 		DumpPath:   dumpPath,
 		Signal:     jsonSignal,
-		ConfigName: "OpenShift-IPFailover",
-		Interface:  "vb",
-		Unicast:    false,
-		Preemption: "preempt_delay 300",
 		Version:    "v0.0.0-test",
-		Instances: []Instance{
-			{Name: "T_VIP_1", Interface: "vb", VRID: 51, Priority: 50, VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.100")}},
-			{Name: "T_VIP_2", Interface: "vb", VRID: 52, Priority: 40, VIPs: []netip.Addr{netip.MustParseAddr("192.0.2.101"), netip.MustParseAddr("2001:db8::1")}},
-		},
+		Plan: testPlan("OpenShift-IPFailover", "vb",
+			instance("T_VIP_1", "vb", 51, 50, "192.0.2.100"),
+			instance("T_VIP_2", "vb", 52, 40, "192.0.2.101", "2001:db8::1")),
 		VIPs: addrs{"vb": {
 			netip.MustParsePrefix("192.0.2.2/24"),
 			netip.MustParsePrefix("192.0.2.101/32"),
@@ -167,59 +178,6 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
-}
-
-func TestParseDump(t *testing.T) {
-	full, err := os.ReadFile("testdata/two-master.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	full = bytes.TrimSpace(full)
-	tests := []struct {
-		name    string
-		file    string
-		data    string
-		want    []string // name/intf/vrid/state/advert_sent
-		wantErr bool
-	}{
-		{name: "2.2.7 array", file: "two-master.json", want: []string{"T_VIP_1 va 51 2 4", "T_VIP_2 va 52 2 3"}},
-		{name: "2.2.7 backup", file: "two-backup-errors.json", want: []string{"T_VIP_1 vb 51 1 0", "T_VIP_2 vb 52 1 0"}},
-		{name: "json_version 2 object", file: "v2-layout.json", want: []string{"T_VIP_1 va 51 2 4", "T_VIP_2 va 52 2 3"}},
-		{name: "empty, just renamed", data: "", wantErr: true},
-		{name: "half written", data: string(full[:len(full)/2]), wantErr: true},
-		{name: "one byte short", data: string(full[:len(full)-1]), wantErr: true},
-		{name: "object without vrrp", data: `{"track_process":[]}`, wantErr: true},
-		{name: "not json", data: "Printing VRRP data", wantErr: true},
-		{name: "instance without name", data: `[{"data":{"vrid":1},"stats":{}}]`, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := []byte(tt.data)
-			if tt.file != "" {
-				if b, err = os.ReadFile(filepath.Join("testdata", tt.file)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := parseDump(b)
-			if tt.wantErr {
-				if err == nil {
-					t.Fatalf("parseDump() = %v, want an error", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var short []string
-			for _, in := range got {
-				short = append(short, strings.Join([]string{in.Data.Name, in.Data.Interface,
-					strconv.Itoa(in.Data.VRID), strconv.Itoa(in.Data.State), strconv.Itoa(int(in.Stats["advert_sent"]))}, " "))
-			}
-			if diff := cmp.Diff(tt.want, short); diff != "" {
-				t.Errorf("parseDump() (-want +got):\n%s", diff)
-			}
-		})
-	}
 }
 
 // gauge returns the value of the series of family name whose labels include want.
@@ -360,7 +318,7 @@ func TestDumpFailure(t *testing.T) {
 			s := newServer(t, o)
 
 			rec := httptest.NewRecorder()
-			s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 			if rec.Code != http.StatusOK {
 				t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 			}
@@ -407,11 +365,11 @@ func TestFreshDump(t *testing.T) {
 	o := testOptions(newProcess(f.pid), f.dump)
 	o.DumpMaxAge = -1
 	s := newServer(t, o)
-	if got := gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_1"}); got != StateMaster {
+	if got := gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_1"}); got != keepalived.StateMaster {
 		t.Fatalf("state = %v, want MASTER", got)
 	}
-	copyFile(t, "testdata/two-backup-errors.json", f.fixture)
-	if got := gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_1"}); got != StateBackup {
+	copyFile(t, dumpFixture("two-backup-errors.json"), f.fixture)
+	if got := gauge(t, s, "keepalived_vrrp_state", map[string]string{"name": "T_VIP_1"}); got != keepalived.StateBackup {
 		t.Fatalf("state after the fixture changed = %v, want BACKUP", got)
 	}
 	if n := f.signals(t); n != 2 {
@@ -439,7 +397,7 @@ func scrapeConcurrently(t testing.TB, s *Server, n int) {
 	for i := range n {
 		wg.Go(func() {
 			rec := httptest.NewRecorder()
-			s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 			bodies[i] = rec.Body.String()
 		})
 	}
@@ -465,54 +423,77 @@ func TestHealthz(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	p := newProcess(cmd.Process.Pid)
-	s := newServer(t, Options{Keepalived: p})
+	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: p})
 
-	if code, body := get(t, s.Handler(), "/healthz"); code != http.StatusOK {
+	if code, body := get(t, s.handler, "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz with keepalived alive: %d %q", code, body)
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	// Not reaped yet: a zombie is not alive.
-	waitFor(t, "/healthz to report the zombie", func() bool {
-		code, body := get(t, s.Handler(), "/healthz")
+	wait.For(t, "/healthz to report the zombie", func() bool {
+		code, body := get(t, s.handler, "/healthz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "zombie")
 	})
 	cmd.Wait()
-	code, body := get(t, s.Handler(), "/healthz")
+	code, body := get(t, s.handler, "/healthz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "gone") || strings.Count(body, "\n") != 1 {
 		t.Errorf("/healthz after the PID died: %d %q, want 503 and one line saying it is gone", code, body)
 	}
 	p.running.Store(false)
-	if code, body := get(t, s.Handler(), "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
+	if code, body := get(t, s.handler, "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
 		t.Errorf("/healthz with keepalived stopped: %d %q", code, body)
+	}
+}
+
+// TestHealthzReadsProc: the probes judge keepalived by its state in the proc file system they
+// are given, here internal/proc's fixture tree (42 sleeps, 77 is a zombie, 1234 does not exist).
+func TestHealthzReadsProc(t *testing.T) {
+	fixture := proc.NewFS(filepath.Join("..", "proc", "testdata", "proc"))
+	for _, tt := range []struct {
+		pid  int
+		code int
+		body string
+	}{
+		{42, http.StatusOK, "ok\n"},
+		{77, http.StatusServiceUnavailable, "keepalived pid 77 is a zombie\n"},
+		{1234, http.StatusServiceUnavailable, "keepalived pid 1234 is gone"},
+	} {
+		s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(tt.pid), Proc: fixture})
+		s.SetReady(true)
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if code, body := get(t, s.handler, path); code != tt.code || !strings.HasPrefix(body, tt.body) {
+				t.Errorf("%s with pid %d: %d %q, want %d %q", path, tt.pid, code, body, tt.code, tt.body)
+			}
+		}
 	}
 }
 
 func TestReadyz(t *testing.T) {
 	p := newProcess(os.Getpid())
-	s := newServer(t, Options{Keepalived: p})
-	if code, _ := get(t, s.Handler(), "/readyz"); code != http.StatusServiceUnavailable {
+	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: p})
+	if code, _ := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before SetReady: %d, want 503", code)
 	}
 	s.SetReady(true)
-	if code, body := get(t, s.Handler(), "/readyz"); code != http.StatusOK {
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz after SetReady(true): %d %q", code, body)
 	}
 	p.running.Store(false)
-	if code, _ := get(t, s.Handler(), "/readyz"); code != http.StatusServiceUnavailable {
+	if code, _ := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with keepalived stopped: %d, want 503", code)
 	}
-	if code, body := get(t, s.Handler(), "/"); code != http.StatusOK || !strings.Contains(body, `href="/metrics"`) {
+	if code, body := get(t, s.handler, "/"); code != http.StatusOK || !strings.Contains(body, `href="/metrics"`) {
 		t.Errorf("GET /: %d %q", code, body)
 	}
-	if code, _ := get(t, s.Handler(), "/nope"); code != http.StatusNotFound {
+	if code, _ := get(t, s.handler, "/nope"); code != http.StatusNotFound {
 		t.Errorf("GET /nope: %d, want 404", code)
 	}
 }
 
 func TestServeShutsDownOnCancel(t *testing.T) {
-	s := newServer(t, Options{Keepalived: newProcess(os.Getpid())})
+	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(os.Getpid())})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -540,7 +521,7 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 }
 
 func TestListenAndServeDisabled(t *testing.T) {
-	s := newServer(t, Options{Keepalived: newProcess(0)})
+	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(0)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.ListenAndServe(ctx); err != nil {

@@ -23,36 +23,40 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/internal/proc"
 )
 
 var errNotRunning = errors.New("keepalived is not running")
 
-// Options configures a Server. Keepalived is required; the rest has defaults.
+// Options configures a Server. Plan, Keepalived and KeepalivedBinary are required; the rest
+// has defaults.
 type Options struct {
 	// Address to listen on, like ":9650". Empty turns the server off.
 	Address string
 
-	Keepalived Keepalived
-	// VIPs lists the kernel's addresses for ipfailover_vip_held; nil leaves that metric out.
-	VIPs VIPLister
+	// Plan is the effective configuration: ipfailover_config_info, and the instances and VIPs
+	// of ipfailover_vip_held.
+	Plan *plan.Plan
 
-	// The effective configuration, for ipfailover_config_info and ipfailover_vip_held.
-	ConfigName string
-	Interface  string
-	Instances  []Instance
-	Unicast    bool
-	Preemption string // "nopreempt" or "preempt_delay N"
+	Keepalived Keepalived
+	// KeepalivedBinary is asked for the JSON dump signal (`keepalived --signum=JSON`) unless
+	// Signal is set.
+	KeepalivedBinary string
+	// VIPs lists the kernel's addresses for ipfailover_vip_held; nil leaves that metric out.
+	VIPs host.Lister
+	// Proc is where keepalived's process state is read; the zero FS is the host's /proc.
+	Proc proc.FS
 
 	// Version of this program, for ipfailover_build_info.
 	Version string
 
-	// KeepalivedBinary is asked for the JSON dump signal (`keepalived --signum=JSON`).
-	// Default "keepalived" from PATH.
-	KeepalivedBinary string
-	// Signal is keepalived's JSON dump signal; 0 asks the binary once, at the first scrape.
+	// Signal is keepalived's JSON dump signal; 0 asks KeepalivedBinary once, at the first
+	// scrape.
 	Signal syscall.Signal
-	// DumpPath is keepalived's JSON dump. Default DefaultDumpPath().
+	// DumpPath is keepalived's JSON dump. Default keepalived.DumpPath().
 	DumpPath string
 	// DumpTimeout bounds the wait for a complete dump. Default 3s.
 	DumpTimeout time.Duration
@@ -66,6 +70,7 @@ type Options struct {
 type Server struct {
 	addr       string
 	keepalived Keepalived
+	proc       proc.FS
 	registry   *prometheus.Registry
 	collector  *collector
 	handler    http.Handler
@@ -75,14 +80,16 @@ type Server struct {
 
 // New builds a Server with its own registry.
 func New(o Options) (*Server, error) {
-	if o.Keepalived == nil {
+	switch {
+	case o.Plan == nil:
+		return nil, errors.New("metrics: Options.Plan is required")
+	case o.Keepalived == nil:
 		return nil, errors.New("metrics: Options.Keepalived is required")
-	}
-	if o.KeepalivedBinary == "" {
-		o.KeepalivedBinary = "keepalived"
+	case o.KeepalivedBinary == "" && o.Signal == 0:
+		return nil, errors.New("metrics: Options.KeepalivedBinary is required to find the dump signal")
 	}
 	if o.DumpPath == "" {
-		o.DumpPath = DefaultDumpPath()
+		o.DumpPath = keepalived.DumpPath()
 	}
 	if o.DumpTimeout <= 0 {
 		o.DumpTimeout = 3 * time.Second
@@ -93,7 +100,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &dumper{sig: o.Signal, binary: o.KeepalivedBinary, path: o.DumpPath, timeout: o.DumpTimeout, maxAge: o.DumpMaxAge}
+	d := &dumper{proc: o.Proc, sig: o.Signal, binary: o.KeepalivedBinary, path: o.DumpPath, timeout: o.DumpTimeout, maxAge: o.DumpMaxAge}
 	c := newCollector(o, d)
 
 	reg := prometheus.NewRegistry()
@@ -102,7 +109,7 @@ func New(o Options) (*Server, error) {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	s := &Server{addr: o.Address, keepalived: o.Keepalived, registry: reg, collector: c, log: o.Logger}
+	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, log: o.Logger}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
 	// garbage a fresh gzip writer per scrape costs on a node.
@@ -117,9 +124,6 @@ func New(o Options) (*Server, error) {
 	s.handler = mux
 	return s, nil
 }
-
-// Handler serves every endpoint.
-func (s *Server) Handler() http.Handler { return s.handler }
 
 // SetReady marks whether the configuration is written and keepalived started; /readyz
 // reports ready only while this is true and keepalived runs.
@@ -166,14 +170,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // keepalivedState names keepalived's process and whether it is alive, so
 // that a shared /metrics response never outlives the keepalived it shows.
 func (s *Server) keepalivedState() string {
-	if err := alive(s.keepalived); err != nil {
+	if err := alive(s.proc, s.keepalived); err != nil {
 		return err.Error()
 	}
 	return "alive " + strconv.Itoa(s.keepalived.PID())
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	if err := alive(s.keepalived); err != nil {
+	if err := alive(s.proc, s.keepalived); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -185,7 +189,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "configuration not written or keepalived not started yet", http.StatusServiceUnavailable)
 		return
 	}
-	if err := alive(s.keepalived); err != nil {
+	if err := alive(s.proc, s.keepalived); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -202,16 +206,16 @@ func index(w http.ResponseWriter, _ *http.Request) {
 
 // alive checks that keepalived runs: the supervisor says so, its PID exists, and the process
 // is neither a zombie nor dead.
-func alive(k Keepalived) error {
+func alive(fs proc.FS, k Keepalived) error {
 	pid := k.PID()
 	if !k.Running() || pid <= 0 {
 		return errNotRunning
 	}
-	state, _, err := proc.Stat(pid)
+	st, err := fs.Stat(pid)
 	if err != nil {
 		return fmt.Errorf("keepalived pid %d is gone: %w", pid, err)
 	}
-	switch state {
+	switch st.State {
 	case 'Z':
 		return fmt.Errorf("keepalived pid %d is a zombie", pid)
 	case 'X', 'x':

@@ -20,8 +20,6 @@ type sharedResponse struct {
 	// keepalived is alive, and which process it is); a rendering made in
 	// another state is never served.
 	state func() string
-	// now is the clock, time.Now but in tests.
-	now func() time.Time
 
 	mu      sync.Mutex
 	entries map[string]*sharedEntry
@@ -40,14 +38,14 @@ func newSharedResponse(next http.Handler, maxAge time.Duration, state func() str
 	if maxAge <= 0 {
 		return next
 	}
-	return &sharedResponse{next: next, maxAge: maxAge, state: state, now: time.Now, entries: map[string]*sharedEntry{}}
+	return &sharedResponse{next: next, maxAge: maxAge, state: state, entries: map[string]*sharedEntry{}}
 }
 
 func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding") + "\x00" + r.URL.RawQuery
 	state := s.state()
 	s.mu.Lock()
-	now := s.now()
+	now := time.Now()
 	e, ok := s.entries[key]
 	fresh := ok && e.state == state && (e.at.IsZero() || now.Sub(e.at) < s.maxAge)
 	if !fresh {
@@ -67,7 +65,7 @@ func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.next.ServeHTTP(rec, r)
 		e.status, e.header, e.body = rec.status, rec.header, rec.buf.Bytes()
 		s.mu.Lock()
-		e.at = s.now()
+		e.at = time.Now()
 		s.mu.Unlock()
 		close(e.done)
 	} else {

@@ -7,69 +7,74 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 func TestSharedResponse(t *testing.T) {
-	var renders atomic.Int32
-	release := make(chan struct{})
-	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := renders.Add(1)
-		<-release
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		io.WriteString(w, "render "+string(rune('0'+n))+" for "+r.Header.Get("Accept"))
+	synctest.Test(t, func(t *testing.T) {
+		var renders atomic.Int32
+		release := make(chan struct{})
+		slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := renders.Add(1)
+			<-release
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			io.WriteString(w, "render "+string(rune('0'+n))+" for "+r.Header.Get("Accept"))
+		})
+		h := newSharedResponse(slow, time.Hour, func() string { return "" })
+
+		get := func(accept string) string {
+			req := httptest.NewRequest("GET", "/metrics", nil)
+			req.Header.Set("Accept", accept)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 200 || rec.Header().Get("Content-Type") == "" {
+				t.Errorf("status %d, header %v", rec.Code, rec.Header())
+			}
+			return rec.Body.String()
+		}
+
+		var wg sync.WaitGroup
+		bodies := make([]string, 16)
+		for i := range bodies {
+			wg.Go(func() { bodies[i] = get("text/plain") })
+		}
+		// Every scrape is now blocked: one rendering, fifteen waiting
+		// for it. None has been answered yet.
+		synctest.Wait()
+		if n := renders.Load(); n != 1 {
+			t.Fatalf("16 concurrent scrapes started %d renderings, want 1", n)
+		}
+		close(release)
+		wg.Wait()
+		for _, b := range bodies {
+			if b != bodies[0] {
+				t.Fatalf("scrapes got different bodies: %q and %q", b, bodies[0])
+			}
+		}
+		if got := get("application/openmetrics-text"); got == bodies[0] || renders.Load() != 2 {
+			t.Errorf("another Accept header was served the same rendering: %q", got)
+		}
 	})
-	h := newSharedResponse(slow, time.Hour, func() string { return "" })
-
-	get := func(accept string) string {
-		req := httptest.NewRequest("GET", "/metrics", nil)
-		req.Header.Set("Accept", accept)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != 200 || rec.Header().Get("Content-Type") == "" {
-			t.Errorf("status %d, header %v", rec.Code, rec.Header())
-		}
-		return rec.Body.String()
-	}
-
-	var wg sync.WaitGroup
-	bodies := make([]string, 16)
-	for i := range bodies {
-		wg.Go(func() { bodies[i] = get("text/plain") })
-	}
-	time.Sleep(50 * time.Millisecond) // let the scrapes pile up on one rendering
-	close(release)
-	wg.Wait()
-	if n := renders.Load(); n != 1 {
-		t.Errorf("16 concurrent scrapes rendered %d times, want 1", n)
-	}
-	for _, b := range bodies {
-		if b != bodies[0] {
-			t.Fatalf("scrapes got different bodies: %q and %q", b, bodies[0])
-		}
-	}
-	if got := get("application/openmetrics-text"); got == bodies[0] || renders.Load() != 2 {
-		t.Errorf("another Accept header was served the same rendering: %q", got)
-	}
 }
 
 func TestSharedResponseExpires(t *testing.T) {
-	var renders atomic.Int32
-	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond, func() string { return "" }).(*sharedResponse)
-	clock := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	h.now = func() time.Time { return clock }
-	serve := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil)) }
-	serve()
-	clock = clock.Add(19 * time.Millisecond)
-	serve()
-	if n := renders.Load(); n != 1 {
-		t.Errorf("rendered %d times within maxAge, want 1", n)
-	}
-	clock = clock.Add(time.Millisecond)
-	serve()
-	if n := renders.Load(); n != 2 {
-		t.Errorf("rendered %d times, want 2 (one reuse, one at expiry)", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var renders atomic.Int32
+		h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond, func() string { return "" })
+		serve := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil)) }
+		serve()
+		time.Sleep(19 * time.Millisecond)
+		serve()
+		if n := renders.Load(); n != 1 {
+			t.Errorf("rendered %d times within maxAge, want 1", n)
+		}
+		time.Sleep(time.Millisecond)
+		serve()
+		if n := renders.Load(); n != 2 {
+			t.Errorf("rendered %d times, want 2 (one reuse, one at expiry)", n)
+		}
+	})
 }
 
 func TestSharedResponseNeverOutlivesItsState(t *testing.T) {

@@ -53,10 +53,4 @@
 // SIGTERM (time for priority-0 adverts), StopTimeout, then SIGKILL, before
 // keepalived is started again. Descendants that left the group (keepalived
 // may give check scripts groups of their own) are not signalled, only reaped.
-//
-// # Extra flags
-//
-// ExtraFlags parses KEEPALIVED_OPTIONS from the environment and from
-// /etc/sysconfig/keepalived without running a shell; CheckFlags documents
-// which flags are refused because they would break supervision.
 package supervisor

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/nstest"
+	"github.com/ipfailover/ipfailover/test/wait"
 )
 
 // netns makes a network namespace with a veth pair (veth0 192.0.2.1/24 and
@@ -72,7 +74,7 @@ func startReal(t *testing.T) *realRig {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: runs the real keepalived in a new network namespace")
 	}
-	if _, err := os.Stat(DefaultBinary); err != nil {
+	if _, err := os.Stat(keepalived.DefaultBinary); err != nil {
 		t.Skipf("keepalived is not installed: %v", err)
 	}
 	ipPath, err := exec.LookPath("ip")
@@ -89,7 +91,7 @@ func startReal(t *testing.T) *realRig {
 	r.vrrpPIDFile = filepath.Join(dir, "vrrp.pid")
 	// `ip netns exec` execs keepalived in place, so its pid is the one the
 	// supervisor started.
-	args := append([]string{"netns", "exec", r.ns, DefaultBinary},
+	args := append([]string{"netns", "exec", r.ns, keepalived.DefaultBinary},
 		Args(conf, []string{"-D", "-P", "-r", r.vrrpPIDFile, "-c", filepath.Join(dir, "checkers.pid"), "-b", filepath.Join(dir, "bfd.pid")})...)
 	args = append(args, "-p", r.pidFile)
 
@@ -122,18 +124,18 @@ func startReal(t *testing.T) *realRig {
 // namespace: start, SIGKILL, restart, graceful stop.
 func TestRealKeepalived(t *testing.T) {
 	r := startReal(t)
-	waitFor(t, "keepalived to enter MASTER state", func() bool {
+	wait.For(t, "keepalived to enter MASTER state", func() bool {
 		return strings.Contains(r.output.String(), "Entering MASTER STATE")
 	})
 	first := r.s.PID()
-	waitFor(t, "the pid file to name PID()", func() bool { return readPID(r.pidFile) == first && first != 0 })
-	waitFor(t, "the VRRP child's pid file", func() bool { return readPID(r.vrrpPIDFile) != 0 })
+	wait.For(t, "the pid file to name PID()", func() bool { return readPID(r.pidFile) == first && first != 0 })
+	wait.For(t, "the VRRP child's pid file", func() bool { return readPID(r.vrrpPIDFile) != 0 })
 	vrrpChild := readPID(r.vrrpPIDFile)
 
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the restarted keepalived to enter MASTER state", func() bool {
+	wait.For(t, "the restarted keepalived to enter MASTER state", func() bool {
 		return strings.Count(r.output.String(), "Entering MASTER STATE") >= 2
 	})
 	second := r.s.PID()
@@ -189,10 +191,10 @@ func TestRealKeepalivedReloadAtStart(t *testing.T) {
 	if err := r.s.Reload(); err != nil {
 		t.Fatalf("Reload right after the start: %v", err)
 	}
-	waitFor(t, "keepalived to reload", func() bool {
+	wait.For(t, "keepalived to reload", func() bool {
 		return strings.Contains(r.output.String(), "Reloading")
 	})
-	waitFor(t, "keepalived to enter MASTER state", func() bool {
+	wait.For(t, "keepalived to enter MASTER state", func() bool {
 		return strings.Contains(r.output.String(), "Entering MASTER STATE")
 	})
 	if r.s.Deaths() != 0 || r.s.PID() != pid {

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 // should run one Reaper (several are safe, only wasteful).
 type Reaper struct {
 	logger *slog.Logger
+	proc   proc.FS // the host's /proc
 
 	// mu is held while a pass reaps and while a child is started and
 	// registered, so that no child can be reaped before it is registered.
@@ -153,7 +153,7 @@ func (r *Reaper) pass() {
 
 // scan reaps the zombie children listed in /proc that nobody else waits for.
 func (r *Reaper) scan() {
-	pids, err := zombieChildren(os.Getpid())
+	pids, err := r.zombieChildren(os.Getpid())
 	if err != nil {
 		r.logger.Warn("listing zombie children", "error", err)
 		return
@@ -172,7 +172,7 @@ func (r *Reaper) mayReap(pid int) bool {
 	if _, ok := r.external[pid]; ok {
 		return false
 	}
-	return !hasPidfd(pid)
+	return !r.proc.HoldsPidfd(pid)
 }
 
 // reap reaps pid (a zombie) and dispatches or counts it. It reports whether
@@ -223,36 +223,16 @@ func siginfoPid(info *unix.Siginfo) int {
 	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
 }
 
-// hasPidfd reports whether this process holds a pidfd referring to pid.
-func hasPidfd(pid int) bool {
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return false
-	}
-	want := []byte("Pid:\t" + strconv.Itoa(pid) + "\n")
-	for _, fd := range fds {
-		link, err := os.Readlink("/proc/self/fd/" + fd.Name())
-		if err != nil || link != "anon_inode:[pidfd]" {
-			continue
-		}
-		info, err := os.ReadFile("/proc/self/fdinfo/" + fd.Name())
-		if err == nil && bytes.Contains(info, want) {
-			return true
-		}
-	}
-	return false
-}
-
 // zombieChildren lists the zombie children of ppid from /proc.
-func zombieChildren(ppid int) ([]int, error) {
-	all, err := proc.PIDs()
+func (r *Reaper) zombieChildren(ppid int) ([]int, error) {
+	all, err := r.proc.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	var pids []int
 	for _, pid := range all {
-		state, parent, err := proc.Stat(pid)
-		if err == nil && parent == ppid && state == 'Z' {
+		st, err := r.proc.Stat(pid)
+		if err == nil && st.PPID == ppid && st.State == 'Z' {
 			pids = append(pids, pid)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipfailover/ipfailover/internal/proc"
 )
 
 // StopExisting stops the keepalived named by pidFile, if any: when the file
@@ -21,7 +23,7 @@ import (
 //
 // The process is signalled through a pidfd opened before its name is
 // checked, so a recycled pid can never be signalled by mistake.
-func StopExisting(pidFile string, timeout time.Duration) (stopped bool, err error) {
+func StopExisting(fs proc.FS, pidFile string, timeout time.Duration) (stopped bool, err error) {
 	data, err := os.ReadFile(pidFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -44,7 +46,7 @@ func StopExisting(pidFile string, timeout time.Duration) (stopped bool, err erro
 		return false, fmt.Errorf("opening pid %d from %s: %w", pid, pidFile, err)
 	}
 	defer unix.Close(fd)
-	if !isKeepalived(pid) {
+	if !isKeepalived(fs, pid) {
 		return false, nil
 	}
 	// The pidfd still refers to the process that had pid when it was
@@ -78,13 +80,12 @@ func StopExisting(pidFile string, timeout time.Duration) (stopped bool, err erro
 }
 
 // isKeepalived reports whether pid runs keepalived.
-func isKeepalived(pid int) bool {
-	dir := "/proc/" + strconv.Itoa(pid)
-	if comm, err := os.ReadFile(dir + "/comm"); err == nil && strings.TrimSpace(string(comm)) == "keepalived" {
+func isKeepalived(fs proc.FS, pid int) bool {
+	if st, err := fs.Stat(pid); err == nil && st.Comm == "keepalived" {
 		return true
 	}
-	exe, err := os.Readlink(dir + "/exe")
-	return err == nil && filepath.Base(strings.TrimSuffix(exe, " (deleted)")) == "keepalived"
+	exe, err := fs.Exe(pid)
+	return err == nil && filepath.Base(exe) == "keepalived"
 }
 
 // waitPidfd waits up to timeout for the process behind fd to exit.

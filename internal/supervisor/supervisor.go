@@ -13,13 +13,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/proc"
 )
 
 // Defaults for Options.
 const (
-	DefaultBinary          = "/usr/sbin/keepalived"
-	DefaultPIDFile         = "/run/keepalived.pid"
 	DefaultStopTimeout     = 10 * time.Second
 	DefaultBackoffMin      = 100 * time.Millisecond
 	DefaultBackoffMax      = 5 * time.Second
@@ -35,9 +34,10 @@ const outputDrain = time.Second
 // ErrNotRunning is returned by Reload when keepalived is not running.
 var ErrNotRunning = errors.New("keepalived is not running")
 
-// Options configure a Supervisor. Zero values take the defaults above.
+// Options configure a Supervisor. Binary is required; other zero values take
+// the defaults above.
 type Options struct {
-	// Binary is the keepalived executable.
+	// Binary is the keepalived executable (keepalived.FindBinary()).
 	Binary string
 	// Args follow argv[0]; build them with Args.
 	Args []string
@@ -48,8 +48,9 @@ type Options struct {
 	// any other writer is fed through a pipe.
 	Stdout, Stderr io.Writer
 	Logger         *slog.Logger
-	// PIDFile is keepalived's own pid file. It is only read, before the
-	// first start, to stop a keepalived left running by someone else.
+	// PIDFile is keepalived's own pid file (default keepalived.PIDFile). It
+	// is only read, before the first start, to stop a keepalived left
+	// running by someone else.
 	PIDFile string
 	// StopTimeout is how long keepalived gets between SIGTERM and SIGKILL.
 	StopTimeout time.Duration
@@ -58,6 +59,9 @@ type Options struct {
 	// CrashLoopDeaths deaths within CrashLoopWindow end Run with an error.
 	CrashLoopDeaths int
 	CrashLoopWindow time.Duration
+	// Proc is the proc file system keepalived's state is read from; the
+	// zero FS is the host's /proc.
+	Proc proc.FS
 	// Reaper reaps keepalived and orphans. nil: Run runs its own for its
 	// lifetime. A program that also runs other commands should run one
 	// Reaper and pass it here.
@@ -101,9 +105,6 @@ type Supervisor struct {
 
 // New returns a Supervisor with opts' zero values replaced by defaults.
 func New(opts Options) *Supervisor {
-	if opts.Binary == "" {
-		opts.Binary = DefaultBinary
-	}
 	if opts.Stdout == nil {
 		opts.Stdout = os.Stdout
 	}
@@ -114,7 +115,7 @@ func New(opts Options) *Supervisor {
 		opts.Logger = slog.Default()
 	}
 	if opts.PIDFile == "" {
-		opts.PIDFile = DefaultPIDFile
+		opts.PIDFile = keepalived.PIDFile
 	}
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = DefaultStopTimeout
@@ -196,7 +197,7 @@ func (s *Supervisor) Reload() error {
 			s.mu.Unlock()
 			return ErrNotRunning
 		}
-		ready, err := proc.HandlesSignal(kp.Pid, unix.SIGHUP)
+		ready, err := s.opts.Proc.HandlesSignal(kp.Pid, unix.SIGHUP)
 		if err == nil && ready {
 			err = kp.Signal(unix.SIGHUP)
 			s.mu.Unlock()
@@ -229,6 +230,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	s.ran = true
 	s.mu.Unlock()
+	if s.opts.Binary == "" {
+		return errors.New("supervisor: Options.Binary is required")
+	}
 
 	reaper := s.opts.Reaper
 	if reaper == nil {
@@ -251,7 +255,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	defer out.close()
 
-	if stopped, err := StopExisting(s.opts.PIDFile, s.opts.StopTimeout); err != nil {
+	if stopped, err := StopExisting(s.opts.Proc, s.opts.PIDFile, s.opts.StopTimeout); err != nil {
 		s.logger.Warn("stopping keepalived left running", "pid_file", s.opts.PIDFile, "error", err)
 	} else if stopped {
 		s.logger.Info("stopped keepalived left running", "pid_file", s.opts.PIDFile)

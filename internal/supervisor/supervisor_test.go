@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ipfailover/ipfailover/internal/proc"
+	"github.com/ipfailover/ipfailover/test/wait"
 )
 
 // fakeBinary is testdata/fakekeepalived built as ".../keepalived", so that
@@ -45,19 +46,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline (the machine is shared and slow at times).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
@@ -229,7 +217,7 @@ func TestStartArgvAndStop(t *testing.T) {
 		o.Args = Args("/etc/keepalived/test.conf", []string{"-D", "--vrrp"})
 	})
 	<-r.s.Started()
-	waitFor(t, "the start event", func() bool { return len(f.starts()) == 1 })
+	wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
 	pid := f.starts()[0]
 	if got := r.s.PID(); got != pid {
 		t.Errorf("PID() = %d, the fake runs as %d", got, pid)
@@ -292,7 +280,7 @@ func TestOutputPassedThrough(t *testing.T) {
 		}
 		defer errOut.Close()
 		r, _ := startFake(t, f, func(o *Options) { o.Stdout, o.Stderr = out, errOut })
-		waitFor(t, "the start event", func() bool { return len(f.starts()) == 1 })
+		wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +300,7 @@ func TestOutputPassedThrough(t *testing.T) {
 		f.set("stderr", string(errPayload))
 		out, errOut := &syncBuffer{}, &syncBuffer{}
 		r, _ := startFake(t, f, func(o *Options) { o.Stdout, o.Stderr = out, errOut })
-		waitFor(t, "the start event", func() bool { return len(f.starts()) == 1 })
+		wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}
@@ -332,9 +320,9 @@ func TestRestartWithBackoff(t *testing.T) {
 		o.BackoffMin = 10 * time.Millisecond
 		o.BackoffMax = 40 * time.Millisecond
 	})
-	waitFor(t, "5 deaths", func() bool { return r.s.Deaths() >= 5 })
+	wait.For(t, "5 deaths", func() bool { return r.s.Deaths() >= 5 })
 	f.unset("exit-code")
-	waitFor(t, "a start that stays up", func() bool {
+	wait.For(t, "a start that stays up", func() bool {
 		pid := r.s.PID()
 		return pid != 0 && f.has(fmt.Sprintf("running %d", pid))
 	})
@@ -418,14 +406,14 @@ func TestReload(t *testing.T) {
 		t.Errorf("Reload before Run = %v, want ErrNotRunning", err)
 	}
 	r, _ := startFake(t, f, nil)
-	waitFor(t, "the start event", func() bool { return len(f.starts()) == 1 })
+	wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
 	pid := r.s.PID()
 	// One at a time: pending SIGHUPs merge into one.
 	for n := 1; n <= 2; n++ {
 		if err := r.s.Reload(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, fmt.Sprintf("SIGHUP number %d", n), func() bool {
+		wait.For(t, fmt.Sprintf("SIGHUP number %d", n), func() bool {
 			got := 0
 			for _, e := range f.events() {
 				if e == fmt.Sprintf("signal %d HANGUP", pid) {
@@ -445,10 +433,10 @@ func TestGracefulStopWaitsForExit(t *testing.T) {
 	f := newFake(t)
 	f.set("hold-term", "")
 	r, logs := startFake(t, f, nil)
-	waitFor(t, "the start event", func() bool { return len(f.starts()) == 1 })
+	wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
 	pid := r.s.PID()
 	r.cancel()
-	waitFor(t, "SIGTERM", func() bool { return f.has(fmt.Sprintf("signal %d TERMINATED", pid)) })
+	wait.For(t, "SIGTERM", func() bool { return f.has(fmt.Sprintf("signal %d TERMINATED", pid)) })
 	// The fake cannot exit before term-release exists, so Run must still wait.
 	select {
 	case err := <-r.done:
@@ -474,7 +462,7 @@ func TestStopTimeoutKills(t *testing.T) {
 	f := newFake(t)
 	f.set("ignore-term", "")
 	r, logs := startFake(t, f, func(o *Options) { o.StopTimeout = 200 * time.Millisecond })
-	waitFor(t, "the start event", func() bool { return len(f.starts()) == 1 })
+	wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
 	pid := r.s.PID()
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run = %v", err)
@@ -494,9 +482,9 @@ func TestStopTimeoutKills(t *testing.T) {
 func noZombies(t *testing.T) {
 	t.Helper()
 	var z []int
-	waitFor(t, "no zombie children", func() bool {
+	wait.For(t, "no zombie children", func() bool {
 		var err error
-		z, err = zombieChildren(os.Getpid())
+		z, err = (&Reaper{}).zombieChildren(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -509,7 +497,7 @@ func TestOrphansReaped(t *testing.T) {
 	f.set("grandchild", "")
 	f.set("exit-code", "1")
 	r, _ := startFake(t, f, func(o *Options) { o.BackoffMin = 50 * time.Millisecond })
-	waitFor(t, "a death", func() bool { return r.s.Deaths() >= 1 })
+	wait.For(t, "a death", func() bool { return r.s.Deaths() >= 1 })
 	f.unset("exit-code")
 	f.unset("grandchild")
 	// The fake logs "grandchild G" just before its own "start P"; only the
@@ -531,7 +519,7 @@ func TestOrphansReaped(t *testing.T) {
 		t.Fatal("no fake that exited recorded a grandchild")
 	}
 	for _, pid := range grandchildren {
-		waitFor(t, fmt.Sprintf("grandchild %d reaped", pid), func() bool {
+		wait.For(t, fmt.Sprintf("grandchild %d reaped", pid), func() bool {
 			_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
 			return errors.Is(err, os.ErrNotExist)
 		})
@@ -619,9 +607,9 @@ func TestReaperSeesPastForeignZombie(t *testing.T) {
 	if err := mine.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "our own child to be a zombie", func() bool {
-		state, _, err := proc.Stat(mine.Process.Pid)
-		return err == nil && state == 'Z'
+	wait.For(t, "our own child to be a zombie", func() bool {
+		st, err := proc.FS{}.Stat(mine.Process.Pid)
+		return err == nil && st.State == 'Z'
 	})
 	for range 3 {
 		out, err := exec.Command("sh", "-c", "sleep 0.05 & echo $!").Output()
@@ -632,7 +620,7 @@ func TestReaperSeesPastForeignZombie(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, fmt.Sprintf("orphan %d reaped", orphan), func() bool {
+		wait.For(t, fmt.Sprintf("orphan %d reaped", orphan), func() bool {
 			_, err := os.Stat(fmt.Sprintf("/proc/%d", orphan))
 			return errors.Is(err, os.ErrNotExist)
 		})
@@ -652,7 +640,7 @@ func TestStopExisting(t *testing.T) {
 	pidFile := filepath.Join(dir, "keepalived.pid")
 
 	t.Run("missing file", func(t *testing.T) {
-		stopped, err := StopExisting(filepath.Join(dir, "none.pid"), time.Second)
+		stopped, err := StopExisting(proc.FS{}, filepath.Join(dir, "none.pid"), time.Second)
 		if stopped || err != nil {
 			t.Errorf("StopExisting = %v, %v; want false, nil", stopped, err)
 		}
@@ -660,7 +648,7 @@ func TestStopExisting(t *testing.T) {
 	t.Run("garbage", func(t *testing.T) {
 		p := filepath.Join(dir, "garbage.pid")
 		os.WriteFile(p, []byte("12x\n"), 0o644)
-		if _, err := StopExisting(p, time.Second); err == nil || !strings.Contains(err.Error(), `"12x" is not a pid`) {
+		if _, err := StopExisting(proc.FS{}, p, time.Second); err == nil || !strings.Contains(err.Error(), `"12x" is not a pid`) {
 			t.Errorf("StopExisting = %v, want a not-a-pid error", err)
 		}
 	})
@@ -672,7 +660,7 @@ func TestStopExisting(t *testing.T) {
 		defer func() { sleep.Process.Kill(); sleep.Wait() }()
 		p := filepath.Join(dir, "sleep.pid")
 		os.WriteFile(p, []byte(strconv.Itoa(sleep.Process.Pid)+"\n"), 0o644)
-		stopped, err := StopExisting(p, time.Second)
+		stopped, err := StopExisting(proc.FS{}, p, time.Second)
 		if stopped || err != nil {
 			t.Errorf("StopExisting = %v, %v; want false, nil", stopped, err)
 		}
@@ -687,7 +675,7 @@ func TestStopExisting(t *testing.T) {
 		}
 		p := filepath.Join(dir, "stale.pid")
 		os.WriteFile(p, []byte(strconv.Itoa(c.Process.Pid)), 0o644)
-		stopped, err := StopExisting(p, time.Second)
+		stopped, err := StopExisting(proc.FS{}, p, time.Second)
 		if stopped || err != nil {
 			t.Errorf("StopExisting = %v, %v; want false, nil", stopped, err)
 		}
@@ -702,13 +690,13 @@ func TestStopExisting(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-		waitFor(t, "the fake's start", func() bool { return len(f.starts()) == 1 })
+		wait.For(t, "the fake's start", func() bool { return len(f.starts()) == 1 })
 		return c
 	}
 	t.Run("keepalived", func(t *testing.T) {
 		f := newFake(t)
 		c := runFake(t, f)
-		stopped, err := StopExisting(pidFile, 20*time.Second)
+		stopped, err := StopExisting(proc.FS{}, pidFile, 20*time.Second)
 		if !stopped || err != nil {
 			t.Fatalf("StopExisting = %v, %v; want true, nil", stopped, err)
 		}
@@ -720,7 +708,7 @@ func TestStopExisting(t *testing.T) {
 		f := newFake(t)
 		f.set("ignore-term", "")
 		c := runFake(t, f)
-		stopped, err := StopExisting(pidFile, 200*time.Millisecond)
+		stopped, err := StopExisting(proc.FS{}, pidFile, 200*time.Millisecond)
 		if !stopped || err == nil || !strings.Contains(err.Error(), "was killed") {
 			t.Fatalf("StopExisting = %v, %v; want true and a killed error", stopped, err)
 		}
@@ -742,11 +730,11 @@ func TestRunStopsLeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-	waitFor(t, "the leftover's start", func() bool { return len(left.starts()) == 1 })
+	wait.For(t, "the leftover's start", func() bool { return len(left.starts()) == 1 })
 
 	f := newFake(t)
 	r, logs := startFake(t, f, func(o *Options) { o.PIDFile = pidFile })
-	waitFor(t, "our start", func() bool { return len(f.starts()) == 1 })
+	wait.For(t, "our start", func() bool { return len(f.starts()) == 1 })
 	if !left.has(fmt.Sprintf("exit %d 0", c.Process.Pid)) {
 		t.Errorf("the leftover keepalived was not stopped; events %q", left.events())
 	}
@@ -754,4 +742,11 @@ func TestRunStopsLeftover(t *testing.T) {
 		t.Errorf("log does not mention the leftover:\n%s", logs)
 	}
 	r.stop(t)
+}
+
+func TestRunNeedsABinary(t *testing.T) {
+	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "Options.Binary is required") {
+		t.Errorf("Run without a binary: %v", err)
+	}
 }

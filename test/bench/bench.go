@@ -17,11 +17,13 @@ import (
 	"net/netip"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
 
@@ -293,7 +295,7 @@ type fleet struct {
 	procs []*lab.Process
 	outs  []*lab.Output
 	// confs is each node's keepalived.conf, by node name.
-	confs map[string]*Conf
+	confs map[string]*keepalived.Conf
 	// at is the converged state.
 	at Snapshot
 }
@@ -314,7 +316,7 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 	if err := r.reset(ctx, vips); err != nil {
 		return nil, err
 	}
-	f := &fleet{confs: map[string]*Conf{}}
+	f := &fleet{confs: map[string]*keepalived.Conf{}}
 	argv := []string{r.o.Binary, "run"}
 	env = append(slices.Clone(env), r.o.NodeEnv...)
 	wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
@@ -372,7 +374,7 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 			r.stop(f)
 			return nil, fmt.Errorf("reading %s of %s: %w", configPath, p.Node().Name, err)
 		}
-		c, err := ParseConf(b)
+		c, err := keepalived.Parse(b)
 		if err != nil {
 			r.stop(f)
 			return nil, fmt.Errorf("%s: %w", p.Node().Name, err)
@@ -405,8 +407,8 @@ func settle(env []string) time.Duration {
 	adv := time.Second
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "OPENSHIFT_HA_ADVERT_INTERVAL="); ok {
-			if d, err := seconds(v); err == nil {
-				adv = d
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {
+				adv = time.Duration(f * float64(time.Second))
 			}
 		}
 	}
@@ -414,7 +416,7 @@ func settle(env []string) time.Duration {
 }
 
 // topNode is the node with the highest priority for vip.
-func topNode(confs map[string]*Conf, vip netip.Addr) (string, int) {
+func topNode(confs map[string]*keepalived.Conf, vip netip.Addr) (string, int) {
 	node, prio := "", -1
 	for name, c := range confs {
 		if in := c.InstanceOf(vip); in != nil && (in.Priority > prio || in.Priority == prio && name > node) {
@@ -460,7 +462,7 @@ func (r *runner) prefixed(n *lab.Node, mark string) *linePrefixer {
 
 // move times the move of the VIPs that holder holds to other nodes from
 // t0, one sample per VIP, and checks each went to the best backup.
-func (r *runner) move(ctx context.Context, f *fleet, holder *lab.Node, t0 time.Time, row string, limit func(c *Conf, prio int) time.Duration) error {
+func (r *runner) move(ctx context.Context, f *fleet, holder *lab.Node, t0 time.Time, row string, limit func(c *keepalived.Conf, prio int) time.Duration) error {
 	var moving []netip.Addr
 	lims := map[netip.Addr]time.Duration{}
 	want := map[netip.Addr]string{}
@@ -525,7 +527,7 @@ func (r *runner) graceful(ctx context.Context, vips []netip.Addr, vip netip.Addr
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
-	if err := r.move(ctx, f, holder, t0, rowGraceful, func(c *Conf, prio int) time.Duration { return c.Skew(prio) }); err != nil {
+	if err := r.move(ctx, f, holder, t0, rowGraceful, func(c *keepalived.Conf, prio int) time.Duration { return c.Skew(prio) }); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -556,7 +558,7 @@ func (r *runner) failedCheck(ctx context.Context, vips []netip.Addr, vip netip.A
 	delete(r.svc, holder)
 	t0 := time.Now()
 	svc.Stop()
-	return r.move(ctx, f, holder, t0, rowCheck, func(c *Conf, prio int) time.Duration { return c.CheckInterval + c.Skew(prio) })
+	return r.move(ctx, f, holder, t0, rowCheck, func(c *keepalived.Conf, prio int) time.Duration { return c.CheckInterval + c.Skew(prio) })
 }
 
 func (r *runner) crash(ctx context.Context, env []string, vips []netip.Addr, vip netip.Addr, convRow, row string) error {
@@ -579,7 +581,7 @@ func (r *runner) crash(ctx context.Context, env []string, vips []netip.Addr, vip
 	if took > 50*time.Millisecond {
 		r.note("%s: Node.Crash took %s (counted in the move)", row, took.Round(time.Millisecond))
 	}
-	return r.move(ctx, f, holder, t0, row, func(c *Conf, prio int) time.Duration { return c.MasterDown(prio) })
+	return r.move(ctx, f, holder, t0, row, func(c *keepalived.Conf, prio int) time.Duration { return c.MasterDown(prio) })
 }
 
 // startup starts ipfailover alone on each node in turn and polls /proc

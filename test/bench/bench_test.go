@@ -12,91 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
 
-func TestParseConf(t *testing.T) {
-	text, err := os.ReadFile("testdata/node2.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := ParseConf(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &Conf{
-		AdvertInt:     time.Second,
-		CheckInterval: 2 * time.Second,
-		Instances: []Instance{
-			{Name: "OpenShift_IPFailover_VIP_1", RouterID: 11, Priority: 249, Master: true, VIPs: []netip.Addr{netip.MustParseAddr("198.51.100.1")}},
-			{Name: "OpenShift_IPFailover_VIP_2", RouterID: 12, Priority: 253, Master: true, VIPs: []netip.Addr{netip.MustParseAddr("198.51.100.2")}},
-			{Name: "OpenShift_IPFailover_VIP_3", RouterID: 13, Priority: 249, VIPs: []netip.Addr{netip.MustParseAddr("198.51.100.3"), netip.MustParseAddr("198.51.100.4")}},
-		},
-	}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-		t.Errorf("ParseConf (-want +got):\n%s", diff)
-	}
-}
-
-func TestParseConfV3(t *testing.T) {
-	c, err := ParseConf([]byte("global_defs {\n   vrrp_version 3\n}\nvrrp_instance A {\n   priority 235\n   advert_int 0.1\n   virtual_ipaddress {\n      198.51.100.1 dev eth0\n   }\n}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !c.V3 || c.AdvertInt != 100*time.Millisecond {
-		t.Fatalf("V3 %v AdvertInt %v, want true 100ms", c.V3, c.AdvertInt)
-	}
-	// VRRPv3 scales the skew by the advert interval: 21/256 of 0.1 s.
-	if got, want := c.Skew(235), 8203125*time.Nanosecond; got != want {
-		t.Errorf("Skew(235) = %v, want %v", got, want)
-	}
-	if got, want := c.MasterDown(235), 308203125*time.Nanosecond; got != want {
-		t.Errorf("MasterDown(235) = %v, want %v", got, want)
-	}
-}
-
-func TestParseConfErrors(t *testing.T) {
-	for _, tc := range []struct{ name, text string }{
-		{"empty", ""},
-		{"bad priority", "vrrp_instance A {\n priority high\n}\n"},
-		{"bad vip", "vrrp_instance A {\n virtual_ipaddress {\n  not-an-ip dev eth0\n }\n}\n"},
-		{"bad advert", "vrrp_instance A {\n advert_int -1\n}\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := ParseConf([]byte(tc.text)); err == nil {
-				t.Error("no error")
-			}
-		})
-	}
-}
-
-func TestSkewV2(t *testing.T) {
-	c := &Conf{AdvertInt: time.Second}
-	for _, tc := range []struct {
-		prio int
-		want time.Duration
-	}{
-		{254, 7812500 * time.Nanosecond}, // the "about 10 ms"
-		{235, 82031250 * time.Nanosecond},
-		{1, 996093750 * time.Nanosecond},
-	} {
-		if got := c.Skew(tc.prio); got != tc.want {
-			t.Errorf("Skew(%d) = %v, want %v", tc.prio, got, tc.want)
-		}
-	}
-	if got, want := c.MasterDown(254), 3*time.Second+7812500*time.Nanosecond; got != want {
-		t.Errorf("MasterDown(254) = %v, want %v", got, want)
-	}
-}
-
 func TestBestBackup(t *testing.T) {
 	vip := netip.MustParseAddr("198.51.100.1")
-	conf := func(p int) *Conf {
-		return &Conf{AdvertInt: time.Second, Instances: []Instance{{Priority: p, VIPs: []netip.Addr{vip}}}}
+	conf := func(p int) *keepalived.Conf {
+		return &keepalived.Conf{AdvertInt: time.Second, Instances: []keepalived.ConfInstance{{Priority: p, VIPs: []netip.Addr{vip}}}}
 	}
-	confs := map[string]*Conf{"node1": conf(235), "node2": conf(249), "node3": conf(233)}
+	confs := map[string]*keepalived.Conf{"node1": conf(235), "node2": conf(249), "node3": conf(233)}
 	node, prio, _, err := BestBackup(confs, "node2", vip)
 	if err != nil || node != "node1" || prio != 235 {
 		t.Errorf("BestBackup = %s %d %v, want node1 235", node, prio, err)

@@ -299,9 +299,9 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process, out *la
 	}
 	defer release()
 	s.poll(t, fmt.Sprintf("zombie of keepalived %d", kpid), func(context.Context) error {
-		st, _, err := proc.Stat(kpid)
-		if err == nil && st != 'Z' {
-			err = fmt.Errorf("state %c", st)
+		st, err := proc.FS{}.Stat(kpid)
+		if err == nil && st.State != 'Z' {
+			err = fmt.Errorf("state %c", st.State)
 		}
 		return err
 	})
@@ -324,8 +324,8 @@ func (s *scenario) zombie(t *testing.T, hc *http.Client, p *lab.Process, out *la
 				t.Errorf("%s: keepalived_vrrp_state served with keepalived a zombie", n.Name)
 			}
 		}
-		if st, _, err := proc.Stat(kpid); err != nil || st != 'Z' {
-			t.Fatalf("keepalived %d state %q %v: the zombie was not held", kpid, st, err)
+		if st, err := (proc.FS{}).Stat(kpid); err != nil || st.State != 'Z' {
+			t.Fatalf("keepalived %d state %q %v: the zombie was not held", kpid, st.State, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipfailover/ipfailover/test/wait"
 )
 
 func newCluster(t *testing.T) *Cluster {
@@ -103,7 +105,7 @@ while :; do sleep 0.1; done`
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "marker in /run", func() bool {
+	wait.For(t, "marker in /run", func() bool {
 		_, err := p.ReadFile("/run/marker")
 		return err == nil
 	})
@@ -147,7 +149,7 @@ func TestZombiesAreSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "a zombie", func() bool {
+	wait.For(t, "a zombie", func() bool {
 		z, err := p.Zombies()
 		return err == nil && len(z) == 1
 	})
@@ -220,7 +222,7 @@ func TestTwoKeepalivedOneMaster(t *testing.T) {
 	if _, err := c.WaitOneHolder(ctx, []netip.Addr{vip}, func(m HolderMap) bool { return m[vip] == c.Nodes[1] }); err != nil {
 		t.Fatalf("%v\nnode1:\n%s\nnode2:\n%s", err, outs[c.Nodes[0]], outs[c.Nodes[1]])
 	}
-	waitFor(t, ctx, "exactly one keepalived in MASTER state", func() bool {
+	wait.For(t, "exactly one keepalived in MASTER state", func() bool {
 		return lastState(outs[c.Nodes[0]].String()) == "BACKUP" && lastState(outs[c.Nodes[1]].String()) == "MASTER"
 	})
 
@@ -229,7 +231,7 @@ func TestTwoKeepalivedOneMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "a connection to the VIP from the client", func() bool {
+	wait.For(t, "a connection to the VIP from the client", func() bool {
 		conn, err := c.Client.Dial(ctx, "tcp", "192.0.2.50:8080")
 		if err == nil {
 			conn.Close()
@@ -268,17 +270,6 @@ s.listen()
 while True:
     s.accept()[0].close()
 `
-
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(PollInterval):
-		}
-	}
-}
 
 // TestProcessOutlivesItsStartersThread starts a node process from a
 // goroutine locked to its thread, then ends the goroutine, which ends the

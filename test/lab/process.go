@@ -122,7 +122,7 @@ func (p *Process) Procs() ([]Proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the pid namespace of %d: %w", p.Pid, err)
 	}
-	entries, err := os.ReadDir("/proc")
+	pids, err := proc.FS{}.PIDs()
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +131,7 @@ func (p *Process) Procs() ([]Proc, error) {
 	// that failed to reap it).
 	var out, orphans []Proc
 	in := map[int]bool{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		pr, err := readProc(pid)
 		if err != nil {
 			continue // exited meanwhile
@@ -203,33 +199,18 @@ func (p *Process) HostPid(nsPid int) (int, error) {
 }
 
 func readProc(pid int) (Proc, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	var fs proc.FS
+	st, err := fs.Stat(pid)
 	if err != nil {
 		return Proc{}, err
 	}
-	// "pid (comm) S ppid ..."; comm may hold spaces and parentheses.
-	s := string(stat)
-	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closing < open {
-		return Proc{}, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
-	}
-	fields := strings.Fields(s[closing+1:])
-	if len(fields) < 2 {
-		return Proc{}, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
-	}
-	pr := Proc{Pid: pid, Comm: s[open+1 : closing], State: fields[0]}
-	pr.PPid, _ = strconv.Atoi(fields[1])
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	status, err := fs.Status(pid)
 	if err != nil {
 		return Proc{}, err
 	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				pr.NSPid, _ = strconv.Atoi(f[len(f)-1])
-			}
-		}
+	pr := Proc{Pid: pid, PPid: st.PPID, Comm: st.Comm, State: string(st.State)}
+	if n := len(status.NSpid); n > 0 {
+		pr.NSPid = status.NSpid[n-1]
 	}
 	return pr, nil
 }
@@ -242,7 +223,7 @@ func (n *Node) Procs() ([]Proc, error) {
 		return nil, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	want := fmt.Sprintf("net:[%d]", st.Ino)
-	pids, err := proc.PIDs()
+	pids, err := proc.FS{}.PIDs()
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,12 @@
-// Package hosttest holds an in-memory host.Addrs for tests of code that
-// releases or watches VIPs.
+// Package hosttest holds an in-memory host for tests: its interfaces and
+// their addresses (host.Addrs), and the facts planning reads from them
+// (plan.Facts: the default route's interface and the node's own addresses).
 package hosttest
 
 import (
 	"fmt"
+	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -22,6 +25,9 @@ type Addrs struct {
 	mu     sync.Mutex
 	ifaces map[string][]netip.Prefix
 	fail   map[netip.Prefix]error
+	// Default is the interface of the default route; "" means there is
+	// no default route.
+	Default string
 }
 
 var _ host.Addrs = (*Addrs)(nil)
@@ -88,6 +94,49 @@ func (a *Addrs) Delete(iface string, p netip.Prefix) error {
 	}
 	a.ifaces[iface] = slices.Delete(ps, i, i+1)
 	return nil
+}
+
+// DefaultInterface implements plan.Facts.
+func (a *Addrs) DefaultInterface() (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.Default == "" {
+		return "", host.ErrNoDefaultRoute
+	}
+	return a.Default, nil
+}
+
+// Interface implements plan.Facts: an interface with its name and a made-up
+// index.
+func (a *Addrs) Interface(name string) (net.Interface, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.ifaces[name]; !ok {
+		return net.Interface{}, a.noSuch(name)
+	}
+	names := slices.Sorted(maps.Keys(a.ifaces))
+	return net.Interface{Index: slices.Index(names, name) + 1, Name: name, MTU: 1500}, nil
+}
+
+// NodeAddrs implements plan.Facts: the first global unicast address of each
+// family on iface that is not one of vips.
+func (a *Addrs) NodeAddrs(iface string, vips []netip.Addr) (v4, v6 netip.Addr, err error) {
+	ps, err := a.List(iface)
+	if err != nil {
+		return netip.Addr{}, netip.Addr{}, err
+	}
+	for _, p := range ps {
+		ip := p.Addr().Unmap()
+		if !ip.IsGlobalUnicast() || slices.Contains(vips, ip) {
+			continue
+		}
+		if ip.Is4() && !v4.IsValid() {
+			v4 = ip
+		} else if ip.Is6() && !v6.IsValid() {
+			v6 = ip
+		}
+	}
+	return v4, v6, nil
 }
 
 // clash says whether the kernel refuses p beside q: IPv4 takes the same

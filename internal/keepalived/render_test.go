@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -67,6 +68,13 @@ func loadCases(t testing.TB) []goldenCase {
 // render goes the whole way a user's settings go: the process environment,
 // envconfig, validation, instances, template.
 func (c goldenCase) render(t *testing.T) []byte {
+	out, _, _ := c.renderWith(t)
+	return out
+}
+
+// renderWith renders the case and returns the configuration and instances
+// too.
+func (c goldenCase) renderWith(t *testing.T) ([]byte, *config.Config, []config.Instance) {
 	t.Helper()
 	for _, name := range config.Variables() {
 		t.Setenv(name, "")
@@ -75,7 +83,11 @@ func (c goldenCase) render(t *testing.T) []byte {
 	for k, v := range c.env {
 		t.Setenv(k, v)
 	}
-	cfg, err := config.Load()
+	raw, err := config.FromEnv()
+	if err != nil {
+		t.Fatalf("environment: %v", err)
+	}
+	cfg, err := config.Parse(raw)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -87,7 +99,7 @@ func (c goldenCase) render(t *testing.T) []byte {
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	return out
+	return out, cfg, ins
 }
 
 func TestGolden(t *testing.T) {
@@ -102,10 +114,37 @@ func TestGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./conf -update)", err)
+				t.Fatalf("%v (run go test ./internal/keepalived -update)", err)
 			}
 			if diff := cmp.Diff(string(want), string(got)); diff != "" {
 				t.Errorf("keepalived.conf differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParseReadsWhatRenderWrote: reading every golden case back gives the
+// instances, intervals and VRRP version it was rendered from.
+func TestParseReadsWhatRenderWrote(t *testing.T) {
+	for _, c := range loadCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			text, cfg, ins := c.renderWith(t)
+			got, err := keepalived.Parse(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &keepalived.Conf{
+				AdvertInt:     cfg.AdvertInterval,
+				V3:            cfg.AdvertInterval%time.Second != 0,
+				CheckInterval: time.Duration(cfg.CheckInterval) * time.Second,
+			}
+			for _, in := range ins {
+				want.Instances = append(want.Instances, keepalived.ConfInstance{
+					Name: in.Name, RouterID: int(in.RouterID), Priority: in.Priority, Master: in.Master, VIPs: in.VIPs,
+				})
+			}
+			if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+				t.Errorf("Parse(Render(%s)) (-want +got):\n%s", c.name, diff)
 			}
 		})
 	}

@@ -1,14 +1,13 @@
-package supervisor
+package config
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestExtraFlags(t *testing.T) {
+func TestKeepalivedFlags(t *testing.T) {
 	const rhel = `# Options for keepalived. See ` + "`keepalived --help'" + ` output and keepalived(8) and
 # keepalived.conf(5) man pages for a list of all options. Here are the most
 # common ones :
@@ -35,11 +34,12 @@ KEEPALIVED_OPTIONS="-D"
 		{name: "CRLF file", sysconfig: "KEEPALIVED_OPTIONS=\"-D -P\"\r\n", want: []string{"-D", "-P"}},
 		{name: "other lines ignored", sysconfig: "FOO=$(reboot)\nKEEPALIVED_OPTIONS=\"-D\"\n", want: []string{"-D"}},
 		{name: "quotes in value", env: `-D --config-id 'node one' -i "a\"b"`, want: []string{"-D", "--config-id", "node one", "-i", `a"b`}},
-		{name: "tabs and newlines", env: "-D\t-P\n-G", want: []string{"-D", "-P", "-G"}},
+		{name: "tabs", env: "-D\t-P", want: []string{"-D", "-P"}},
+		{name: "newline", env: "-D\n-G", wantErr: `KEEPALIVED_OPTIONS="-D\n-G": must be one line of keepalived flags`},
 
-		{name: "file needs quotes", sysconfig: "KEEPALIVED_OPTIONS=-D -P\n", wantErr: `sysconfig line 1: KEEPALIVED_OPTIONS: "-D -P": quote the value`},
+		{name: "file needs quotes", sysconfig: "KEEPALIVED_OPTIONS=-D -P\n", wantErr: `/etc/sysconfig/keepalived line 1: KEEPALIVED_OPTIONS: "-D -P": quote the value`},
 		{name: "file blank after =", sysconfig: "KEEPALIVED_OPTIONS= -D\n", wantErr: "quote the value"},
-		{name: "file unbalanced", sysconfig: "x=1\nKEEPALIVED_OPTIONS=\"-D\n", wantErr: `sysconfig line 2: KEEPALIVED_OPTIONS: "\"-D": unbalanced double quote`},
+		{name: "file unbalanced", sysconfig: "x=1\nKEEPALIVED_OPTIONS=\"-D\n", wantErr: `/etc/sysconfig/keepalived line 2: KEEPALIVED_OPTIONS: "\"-D": unbalanced double quote`},
 		{name: "file command substitution", sysconfig: "KEEPALIVED_OPTIONS=\"$(id)\"\n", wantErr: "needs a shell"},
 		{name: "command substitution", env: "-D $(reboot)", wantErr: `KEEPALIVED_OPTIONS="-D $(reboot)": "$(" needs a shell (command substitution)`},
 		{name: "variable", env: "-D $HOME", wantErr: `"$" needs a shell (expansion)`},
@@ -55,7 +55,7 @@ KEEPALIVED_OPTIONS="-D"
 		{name: "grouped f", env: "-Df/tmp/x", wantErr: `"-Df/tmp/x" (-f, --use-file) is not allowed`},
 		{name: "use-file long", env: "--use-file=/tmp/x", wantErr: `"--use-file=/tmp/x" (--use-file) is not allowed`},
 		{name: "use-file abbreviated", env: "--use /tmp/x", wantErr: `(--use-file) is not allowed`},
-		{name: "pid", env: "--pid /tmp/k.pid", wantErr: `(--pid) is not allowed: the pid file must stay /run/keepalived.pid`},
+		{name: "pid", env: "--pid /tmp/k.pid", wantErr: `(--pid) is not allowed: the pid file must stay where`},
 		{name: "namespace", env: "-s blue", wantErr: "(-s, --namespace) is not allowed"},
 		{name: "config test", env: "-t", wantErr: "keepalived would exit after checking"},
 		{name: "version", env: "--version", wantErr: "(--version) is not allowed"},
@@ -66,10 +66,10 @@ KEEPALIVED_OPTIONS="-D"
 		{name: "missing long value", env: "--log-facility", wantErr: `"--log-facility" needs a value`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ExtraFlags(tc.env, tc.sysconfig)
+			got, err := keepalivedFlags(tc.env, tc.sysconfig)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("ExtraFlags = %q, %v; want an error containing %q", got, err, tc.wantErr)
+					t.Fatalf("keepalivedFlags = %q, %v; want an error containing %q", got, err, tc.wantErr)
 				}
 				return
 			}
@@ -77,7 +77,7 @@ KEEPALIVED_OPTIONS="-D"
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("ExtraFlags (-want +got):\n%s", diff)
+				t.Errorf("keepalivedFlags (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -105,22 +105,14 @@ func TestCheckFlagsValues(t *testing.T) {
 		{[]string{"-T"}, false},
 		{[]string{"-h"}, false},
 	} {
-		err := CheckFlags(tc.args)
+		err := checkFlags(tc.args)
 		if (err == nil) != tc.ok {
-			t.Errorf("CheckFlags(%q) = %v, want ok %v", tc.args, err, tc.ok)
+			t.Errorf("checkFlags(%q) = %v, want ok %v", tc.args, err, tc.ok)
 		}
 	}
 }
 
-func TestArgs(t *testing.T) {
-	got := Args("/etc/keepalived/keepalived.conf", []string{"-D"})
-	want := []string{"-n", "--log-console", "-f", "/etc/keepalived/keepalived.conf", "-D"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Args (-want +got):\n%s", diff)
-	}
-}
-
-// quote quotes words for SplitWords.
+// quote quotes words for splitWords.
 func quote(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
@@ -134,13 +126,13 @@ func FuzzSplitWords(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		words, err := SplitWords(s)
+		words, err := splitWords(s, false)
 		if err != nil {
 			return
 		}
-		again, err := SplitWords(quote(words))
+		again, err := splitWords(quote(words), false)
 		if err != nil {
-			t.Fatalf("SplitWords(quote(%q)) = %v", words, err)
+			t.Fatalf("splitWords(quote(%q)) = %v", words, err)
 		}
 		if len(words) == 0 && len(again) == 0 {
 			return
@@ -148,27 +140,35 @@ func FuzzSplitWords(f *testing.F) {
 		if diff := cmp.Diff(words, again); diff != "" {
 			t.Fatalf("round trip of %q (-first +second):\n%s", s, diff)
 		}
-		_, _ = ExtraFlags("", "KEEPALIVED_OPTIONS="+s)
-		_ = CheckFlags(words)
+		_, _ = keepalivedFlags("", "KEEPALIVED_OPTIONS="+s)
+		_ = checkFlags(words)
 	})
 }
 
-func TestLoadExtraFlags(t *testing.T) {
-	path := t.TempDir() + "/keepalived"
-	if err := os.WriteFile(path, []byte("KEEPALIVED_OPTIONS=\"-D -f /x\"\n"), 0o644); err != nil {
-		t.Fatal(err)
+// TestParseNamesTheFlagsSource: Parse reports a bad KEEPALIVED_OPTIONS once,
+// naming where the value came from: the variable, or the file and its line.
+func TestParseNamesTheFlagsSource(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  Raw
+		want string
+	}{
+		{"variable", Raw{VirtualIPs: "192.0.2.1", KeepalivedOpts: "-f /x"},
+			`KEEPALIVED_OPTIONS="-f /x": "-f" (-f, --use-file) is not allowed: the configuration file is chosen by ipfailover (KEEPALIVED_CONFIG)`},
+		{"file", Raw{VirtualIPs: "192.0.2.1", Sysconfig: "# options\nKEEPALIVED_OPTIONS=\"-f /x\"\n"},
+			`/etc/sysconfig/keepalived line 2: KEEPALIVED_OPTIONS="-f /x": "-f" (-f, --use-file) is not allowed: the configuration file is chosen by ipfailover (KEEPALIVED_CONFIG)`},
+		{"file syntax", Raw{VirtualIPs: "192.0.2.1", Sysconfig: "KEEPALIVED_OPTIONS=-D -P\n"},
+			`/etc/sysconfig/keepalived line 1: KEEPALIVED_OPTIONS: "-D -P": quote the value; a shell would run the words after the first blank as a command`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.raw)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("Parse error:\n got %v\nwant %s", err, tc.want)
+			}
+		})
 	}
-	t.Setenv("KEEPALIVED_OPTIONS", "")
-	if _, err := LoadExtraFlags(path); err == nil || !strings.HasPrefix(err.Error(), path+": sysconfig line 1") {
-		t.Errorf("LoadExtraFlags = %v, want an error naming %s line 1", err, path)
-	}
-	t.Setenv("KEEPALIVED_OPTIONS", "-P")
-	got, err := LoadExtraFlags(path)
-	if diff := cmp.Diff([]string{"-P"}, got); err != nil || diff != "" {
-		t.Errorf("LoadExtraFlags = %v (-want +got):\n%s", err, diff)
-	}
-	t.Setenv("KEEPALIVED_OPTIONS", "")
-	if got, err := LoadExtraFlags(path + ".missing"); err != nil || got != nil {
-		t.Errorf("LoadExtraFlags(missing file) = %q, %v; want nothing", got, err)
+	c, err := Parse(Raw{VirtualIPs: "192.0.2.1", Sysconfig: "KEEPALIVED_OPTIONS=\"-D\"\n"})
+	if err != nil || !cmp.Equal(c.KeepalivedFlags, []string{"-D"}) {
+		t.Errorf("flags from the file: %v, %v; want [-D]", c, err)
 	}
 }

@@ -1,35 +1,21 @@
-package supervisor
+package config
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 )
 
 // SysconfigPath is where the shipped image reads KEEPALIVED_OPTIONS from, as
 // a shell assignment (the seed Deployment mounts the host's /etc/sysconfig).
+// The caller reads the file into Raw.Sysconfig.
 const SysconfigPath = "/etc/sysconfig/keepalived"
 
-// LoadExtraFlags returns ExtraFlags for this process's KEEPALIVED_OPTIONS and
-// the file at path (a missing file counts as empty).
-func LoadExtraFlags(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reading keepalived options: %w", err)
-	}
-	env := os.Getenv("KEEPALIVED_OPTIONS")
-	flags, err := ExtraFlags(env, string(data))
-	if err != nil && strings.TrimSpace(env) == "" {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return flags, err
-}
-
-// ExtraFlags returns the extra keepalived flags from env (the value of
-// KEEPALIVED_OPTIONS) or, when env is empty, from the last
+// keepalivedFlags returns the extra keepalived flags from env (the value of
+// KEEPALIVED_OPTIONS) or, when env is blank, from the last
 // `KEEPALIVED_OPTIONS=...` line (optionally `export`ed) of sysconfig, the
-// content of /etc/sysconfig/keepalived.
+// content of SysconfigPath. Its error names where the value came from: the
+// variable, or the file and line.
 //
 // The value is split into words the way a shell splits a command line,
 // without running one: blanks separate words, single quotes, double quotes
@@ -40,10 +26,13 @@ func LoadExtraFlags(path string) ([]string, error) {
 // subshells), * ? [ ] { } (globs, brace expansion), ~ and # at the start of a
 // word. In the file the assigned value must be one shell word, as the shell
 // requires (`KEEPALIVED_OPTIONS="-D -P"`, not `KEEPALIVED_OPTIONS=-D -P`),
-// and may be followed by a # comment. The flags are then checked with
-// CheckFlags.
-func ExtraFlags(env, sysconfig string) ([]string, error) {
+// and may be followed by a # comment; in the environment it must be one
+// line. The flags are then checked with checkFlags.
+func keepalivedFlags(env, sysconfig string) ([]string, error) {
 	source, value := "KEEPALIVED_OPTIONS", env
+	if strings.ContainsAny(env, "\n\r") {
+		return nil, fmt.Errorf("%s=%q: must be one line of keepalived flags", source, value)
+	}
 	if strings.TrimSpace(env) == "" {
 		var err error
 		source, value, err = sysconfigOptions(sysconfig)
@@ -51,18 +40,18 @@ func ExtraFlags(env, sysconfig string) ([]string, error) {
 			return nil, err
 		}
 	}
-	words, err := SplitWords(value)
+	words, err := splitWords(value, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s=%q: %w", source, value, err)
 	}
-	if err := CheckFlags(words); err != nil {
+	if err := checkFlags(words); err != nil {
 		return nil, fmt.Errorf("%s=%q: %w", source, value, err)
 	}
 	return words, nil
 }
 
 // sysconfigOptions returns the value of the last KEEPALIVED_OPTIONS
-// assignment in a sysconfig file and a name for its line.
+// assignment in the sysconfig file and a name for its line.
 func sysconfigOptions(file string) (source, value string, err error) {
 	const name = "KEEPALIVED_OPTIONS="
 	for i, line := range strings.Split(file, "\n") {
@@ -74,7 +63,7 @@ func sysconfigOptions(file string) (source, value string, err error) {
 		if !ok {
 			continue
 		}
-		source = fmt.Sprintf("sysconfig line %d: KEEPALIVED_OPTIONS", i+1)
+		source = fmt.Sprintf("%s line %d: KEEPALIVED_OPTIONS", SysconfigPath, i+1)
 		words, err := splitWords(strings.TrimRight(rhs, " \t\r"), true)
 		if err != nil {
 			return "", "", fmt.Errorf("%s: %q: %w", source, rhs, err)
@@ -91,14 +80,9 @@ func sysconfigOptions(file string) (source, value string, err error) {
 	return source, value, nil
 }
 
-// SplitWords splits s into words like a shell, without expansions; see
-// ExtraFlags for what is refused.
-func SplitWords(s string) ([]string, error) {
-	return splitWords(s, false)
-}
-
-// splitWords splits s; with comments, an unquoted # at the start of a word
-// ends the input, otherwise it is refused.
+// splitWords splits s into words like a shell, without expansions (see
+// keepalivedFlags for what is refused); with comments, an unquoted # at the
+// start of a word ends the input, otherwise it is refused.
 func splitWords(s string, comments bool) ([]string, error) {
 	var (
 		words  []string
@@ -191,7 +175,7 @@ type refusal struct {
 
 var refused = []refusal{
 	{"use-file", 'f', "the configuration file is chosen by ipfailover (KEEPALIVED_CONFIG)"},
-	{"pid", 'p', "the pid file must stay " + DefaultPIDFile + " (remove-failover and metrics read it)"},
+	{"pid", 'p', "the pid file must stay where remove-failover and metrics read it"},
 	{"namespace", 's', "it moves keepalived and its pid files into another network namespace"},
 	{"instance", 0, "it renames keepalived's pid files"},
 	{"config-test", 't', "keepalived would exit after checking the configuration"},
@@ -224,7 +208,7 @@ const (
 	shortOptionalArgs = "tMg"
 )
 
-// CheckFlags checks extra keepalived flags (getopt syntax: grouped short
+// checkFlags checks extra keepalived flags (getopt syntax: grouped short
 // flags, attached or separate values, --long=value, unambiguous prefixes of
 // long names). Refused, because they would break supervision:
 //
@@ -236,9 +220,9 @@ const (
 //   - `--` and non-option words: keepalived takes no operands.
 //
 // Daemonizing cannot be asked for: keepalived forks unless told -n, and
-// Args always passes -n first; no flag undoes it. Unknown flags pass (the
+// the supervisor always passes -n first; no flag undoes it. Unknown flags pass (the
 // running keepalived judges them).
-func CheckFlags(args []string) error {
+func checkFlags(args []string) error {
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		switch {

@@ -1,4 +1,4 @@
-package failover
+package main
 
 import (
 	"context"
@@ -7,77 +7,61 @@ import (
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/plan"
+	"github.com/ipfailover/ipfailover/internal/proc"
 	"github.com/ipfailover/ipfailover/internal/supervisor"
 	"github.com/ipfailover/ipfailover/iptables"
 )
 
-// Render prints the keepalived.conf this node would run, and changes
+// render prints the keepalived.conf this node would run, and changes
 // nothing.
-func Render(w io.Writer) error {
-	nl, p, err := planHere()
+func render(w io.Writer) error {
+	nl, err := host.NewNetlink()
+	if err != nil {
+		return fmt.Errorf("opening netlink: %w", err)
+	}
+	defer nl.Close()
+	p, err := planHere(nl)
 	if err != nil {
 		return err
 	}
-	defer nl.Close()
 	_, err = w.Write(p.Text)
 	return err
 }
 
-// planHere plans for the current network namespace. The caller closes the
-// Netlink.
-func planHere() (*host.Netlink, *Plan, error) {
-	nl, err := host.NewNetlink()
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening netlink: %w", err)
-	}
-	p, err := NewPlan(nl, readSysconfig())
-	if err != nil {
-		nl.Close()
-		return nil, nil, err
-	}
-	return nl, p, nil
-}
-
-// VRIDs prints the router ids an OpenShift on-prem IPI cluster uses for
+// vrIDs prints the router ids an OpenShift on-prem IPI cluster uses for
 // its API and Ingress VIPs.
-func VRIDs(w io.Writer, cluster string) error {
+func vrIDs(w io.Writer, cluster string) error {
 	if cluster == "" {
-		return &ConfigError{fmt.Errorf("vr-ids needs the cluster name (metadata.name of install-config)")}
+		return &plan.ConfigError{Err: fmt.Errorf("vr-ids needs the cluster name (metadata.name of install-config)")}
 	}
 	api, ingress := config.OnPremRouterIDs(cluster)
 	_, err := fmt.Fprintf(w, "APIVirtualRouterID: %d\nIngressVirtualRouterID: %d\nHA_EXCLUDED_VRRP_IDS=\"%d %d\"\n", api, ingress, api, ingress)
 	return err
 }
 
-// RemoveFailover undoes what Run changed on the host: stops a running
+// removeFailover undoes what run changed on the host: stops a running
 // keepalived, removes the firewall rule or table, releases the VIPs and
 // unloads ip_vs when nothing uses it. It prints each step and is safe to
 // run again.
-func RemoveFailover(ctx context.Context, w io.Writer) error {
-	raw, err := config.FromEnv()
+func removeFailover(ctx context.Context, w io.Writer) error {
+	cfg, err := loadConfig()
 	if err != nil {
-		return &ConfigError{err}
-	}
-	cfg, err := config.Parse(raw)
-	if err != nil {
-		return &ConfigError{err}
+		return err
 	}
 	nl, err := host.NewNetlink()
 	if err != nil {
 		return fmt.Errorf("opening netlink: %w", err)
 	}
 	defer nl.Close()
-	iface := cfg.Interface
-	if iface == "" {
-		if iface, err = nl.DefaultInterface(); err != nil {
-			return &ConfigError{fmt.Errorf("OPENSHIFT_HA_NETWORK_INTERFACE is not set and %w", err)}
-		}
-	} else if _, err := nl.Interface(iface); err != nil {
-		return &ConfigError{fmt.Errorf("OPENSHIFT_HA_NETWORK_INTERFACE=%q: %w", iface, err)}
+	iface, err := plan.Interface(cfg, nl)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(w, "remove-failover: OpenShift IP Failover service terminating.")
 
-	stopped, err := supervisor.StopExisting(supervisor.DefaultPIDFile, supervisor.DefaultStopTimeout)
+	stopped, err := supervisor.StopExisting(proc.FS{}, keepalived.PIDFile, supervisor.DefaultStopTimeout)
 	switch {
 	case err != nil:
 		fmt.Fprintf(w, "  - keepalived: %v\n", err)

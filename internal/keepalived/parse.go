@@ -1,4 +1,4 @@
-package bench
+package keepalived
 
 import (
 	"bufio"
@@ -10,18 +10,9 @@ import (
 	"time"
 )
 
-// Instance is what the limits need from one vrrp_instance of a rendered
-// keepalived.conf.
-type Instance struct {
-	Name     string
-	RouterID int
-	Priority int
-	Master   bool // "state MASTER"
-	VIPs     []netip.Addr
-}
-
-// Conf is the part of a rendered keepalived.conf that shapes failover
-// times.
+// Conf is what shapes failover in a keepalived.conf: the advert and check
+// intervals and, per vrrp_instance, its router id, priority, start state
+// and VIPs.
 type Conf struct {
 	// AdvertInt is advert_int (1 s when the file does not set it).
 	AdvertInt time.Duration
@@ -29,14 +20,24 @@ type Conf struct {
 	V3 bool
 	// CheckInterval is the vrrp_script's interval.
 	CheckInterval time.Duration
-	Instances     []Instance
+	Instances     []ConfInstance
 }
 
-// ParseConf reads the settings of a keepalived.conf as ipfailover renders
-// it: one word or pair per line, braces at line ends.
-func ParseConf(text []byte) (*Conf, error) {
+// ConfInstance is one vrrp_instance of a Conf.
+type ConfInstance struct {
+	Name     string
+	RouterID int
+	Priority int
+	Master   bool // "state MASTER"
+	VIPs     []netip.Addr
+}
+
+// Parse reads a keepalived.conf as ipfailover renders it (and as the shipped
+// image writes it): one keyword, or keyword and value, per line, braces at
+// line ends.
+func Parse(text []byte) (*Conf, error) {
 	c := &Conf{AdvertInt: time.Second}
-	var cur *Instance
+	var cur *ConfInstance
 	inVIPs := false
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	for line := 1; sc.Scan(); line++ {
@@ -55,7 +56,7 @@ func ParseConf(text []byte) (*Conf, error) {
 			}
 			cur.VIPs = append(cur.VIPs, a)
 		case f[0] == "vrrp_instance" && len(f) >= 2:
-			c.Instances = append(c.Instances, Instance{Name: f[1]})
+			c.Instances = append(c.Instances, ConfInstance{Name: f[1]})
 			cur = &c.Instances[len(c.Instances)-1]
 		case f[0] == "vrrp_version" && len(f) >= 2:
 			c.V3 = f[1] == "3"
@@ -107,8 +108,18 @@ func seconds(s string) (time.Duration, error) {
 	return time.Duration(f * float64(time.Second)), nil
 }
 
+// Instance returns the instance called name, or nil.
+func (c *Conf) Instance(name string) *ConfInstance {
+	for i := range c.Instances {
+		if c.Instances[i].Name == name {
+			return &c.Instances[i]
+		}
+	}
+	return nil
+}
+
 // InstanceOf returns the instance that carries vip, or nil.
-func (c *Conf) InstanceOf(vip netip.Addr) *Instance {
+func (c *Conf) InstanceOf(vip netip.Addr) *ConfInstance {
 	for i := range c.Instances {
 		for _, v := range c.Instances[i].VIPs {
 			if v == vip {
@@ -133,26 +144,4 @@ func (c *Conf) Skew(p int) time.Duration {
 // 3 adverts plus the skew.
 func (c *Conf) MasterDown(p int) time.Duration {
 	return 3*c.AdvertInt + c.Skew(p)
-}
-
-// BestBackup returns, among the nodes' configurations other than the
-// holder's, the highest priority for vip's instance: the node that takes
-// vip over first. Equal priorities tie; the value is what matters.
-func BestBackup(confs map[string]*Conf, holder string, vip netip.Addr) (node string, prio int, conf *Conf, err error) {
-	for name, c := range confs {
-		if name == holder {
-			continue
-		}
-		in := c.InstanceOf(vip)
-		if in == nil {
-			return "", 0, nil, fmt.Errorf("%s: no instance for %s", name, vip)
-		}
-		if in.Priority > prio || (in.Priority == prio && name > node) {
-			node, prio, conf = name, in.Priority, c
-		}
-	}
-	if conf == nil {
-		return "", 0, nil, fmt.Errorf("no backup for %s besides %s", vip, holder)
-	}
-	return node, prio, conf, nil
 }

@@ -1,9 +1,12 @@
-// Package conf renders keepalived.conf from a validated configuration.
-// Every number is computed before the template runs (config.Instances);
-// the template only lays the values out. As a second line of defence after
-// config's validation, every bare word must be one keepalived token and
-// every quoted string must stay inside its quotes, so that no value can
-// change the structure of the file.
+// Package keepalived knows keepalived's formats: it renders keepalived.conf
+// from a validated configuration and reads it back, decodes keepalived's
+// JSON dump, and finds the binary and its signal numbers.
+//
+// Rendering: every number is computed before the template runs
+// (config.Instances); the template only lays the values out. As a second
+// line of defence after config's validation, every bare word must be one
+// keepalived token and every quoted string must stay inside its quotes, so
+// that no value can change the structure of the file.
 package keepalived
 
 import (

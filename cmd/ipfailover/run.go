@@ -1,47 +1,38 @@
-package failover
+package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"sync"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/metrics"
 	"github.com/ipfailover/ipfailover/internal/supervisor"
 	"github.com/ipfailover/ipfailover/iptables"
 )
 
-// Options are what the commands need from main.
-type Options struct {
-	Logger *slog.Logger
-	// Stdout and Stderr get keepalived's output unchanged, and the
-	// commands' own output.
-	Stdout, Stderr io.Writer
-	Version        string
-	// Reload delivers SIGHUP.
-	Reload <-chan os.Signal
-}
-
-// Run is the entrypoint: plan, prepare the host, supervise keepalived until
-// ctx ends, then hand the VIPs over and release what is left.
-func Run(ctx context.Context, o Options) error {
-	log := o.Logger
-	for _, v := range UnknownVariables(os.Environ()) {
+// run is the entrypoint: plan, prepare the host, supervise keepalived until
+// ctx ends, then hand the VIPs over and release what is left. hup delivers
+// SIGHUP.
+func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
+	for _, v := range config.UnknownVariables(os.Environ()) {
 		log.Warn("unknown variable ignored", "variable", v)
 	}
-	nl, p, err := planHere()
+	nl, err := host.NewNetlink()
+	if err != nil {
+		return fmt.Errorf("opening netlink: %w", err)
+	}
+	defer nl.Close()
+	p, err := planHere(nl)
 	if err != nil {
 		return err
 	}
-	defer nl.Close()
-	LogPlan(log, o.Stderr, p)
-	cfg := p.Config
+	p.Log(log, os.Stderr)
+	cfg, iface := p.Config, p.Node.Interface
 
 	// The host changes from here on.
 	if res, err := host.LoadModule(ctx, "ip_vs"); err != nil {
@@ -49,15 +40,15 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		log.Info("ip_vs", "result", res.String())
 	}
-	if removed, err := host.ReleaseVIPs(nl, p.Node.Interface, cfg.VIPs); err != nil {
+	if removed, err := host.ReleaseVIPs(nl, iface, cfg.VIPs); err != nil {
 		return fmt.Errorf("removing VIPs left by an earlier run: %w", err)
 	} else if len(removed) > 0 {
-		log.Info("removed VIPs left on the interface by an earlier run", "interface", p.Node.Interface, "vips", fmt.Sprint(removed))
+		log.Info("removed VIPs left on the interface by an earlier run", "interface", iface, "vips", fmt.Sprint(removed))
 	}
 	if err := ensureFirewall(ctx, log, cfg); err != nil {
 		return err
 	}
-	if err := WriteConfig(cfg.KeepalivedConfig, p.Text); err != nil {
+	if err := p.Write(); err != nil {
 		return err
 	}
 	log.Info("wrote keepalived configuration", "path", cfg.KeepalivedConfig, "bytes", len(p.Text))
@@ -67,24 +58,21 @@ func Run(ctx context.Context, o Options) error {
 	defer stopReaping()
 	go reaper.Run(reapCtx)
 
+	binary := keepalived.FindBinary()
 	sup := supervisor.New(supervisor.Options{
-		Binary: keepalivedBinary(),
-		Args:   supervisor.Args(cfg.KeepalivedConfig, p.Flags),
-		Stdout: o.Stdout, Stderr: o.Stderr,
+		Binary: binary,
+		Args:   supervisor.Args(cfg.KeepalivedConfig, cfg.KeepalivedFlags),
+		Stdout: os.Stdout, Stderr: os.Stderr,
 		Logger: log,
 		Reaper: reaper,
 	})
 	srv, err := metrics.New(metrics.Options{
 		Address:          cfg.MetricsAddress,
+		Plan:             p,
 		Keepalived:       sup,
+		KeepalivedBinary: binary,
 		VIPs:             nl,
-		ConfigName:       cfg.Name,
-		Interface:        p.Node.Interface,
-		Instances:        metricInstances(p.Instances),
-		Unicast:          cfg.Unicast,
-		Preemption:       cfg.Preemption.String(),
-		Version:          o.Version,
-		KeepalivedBinary: keepalivedBinary(),
+		Version:          version,
 		Logger:           log,
 	})
 	if err != nil {
@@ -108,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 		case <-supervised.Done():
 		}
 	})
-	wg.Go(func() { reloadOnSignal(supervised, log, o.Reload, nl, sup) })
+	wg.Go(func() { reloadOnSignal(supervised, log, hup, nl, sup) })
 
 	runErr := sup.Run(ctx)
 	endSupervision()
@@ -116,10 +104,10 @@ func Run(ctx context.Context, o Options) error {
 
 	// keepalived is gone: it removed its VIPs as it stopped, unless it died
 	// hard. Release whatever is left so no other node's VIP stays here.
-	if removed, err := host.ReleaseVIPs(nl, p.Node.Interface, cfg.VIPs); err != nil {
-		log.Error("releasing VIPs", "interface", p.Node.Interface, "error", err)
+	if removed, err := host.ReleaseVIPs(nl, iface, cfg.VIPs); err != nil {
+		log.Error("releasing VIPs", "interface", iface, "error", err)
 	} else if len(removed) > 0 {
-		log.Info("released VIPs keepalived left behind", "interface", p.Node.Interface, "vips", fmt.Sprint(removed))
+		log.Info("released VIPs keepalived left behind", "interface", iface, "vips", fmt.Sprint(removed))
 	}
 	stopServing()
 	wg.Wait()
@@ -130,9 +118,10 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// reloadOnSignal re-renders the configuration on SIGHUP and reloads
-// keepalived. A configuration that no longer validates is logged and the
-// running one kept.
+// reloadOnSignal plans again on SIGHUP (the settings, which re-reads
+// /etc/sysconfig/keepalived; the node's interface and addresses; the
+// scripts), rewrites keepalived.conf and reloads keepalived. A plan that no
+// longer validates is logged and the running configuration kept.
 func reloadOnSignal(ctx context.Context, log *slog.Logger, hup <-chan os.Signal, nl *host.Netlink, sup *supervisor.Supervisor) {
 	for {
 		select {
@@ -140,12 +129,12 @@ func reloadOnSignal(ctx context.Context, log *slog.Logger, hup <-chan os.Signal,
 			return
 		case <-hup:
 		}
-		p, err := NewPlan(nl, readSysconfig())
+		p, err := planHere(nl)
 		if err != nil {
 			log.Error("reload refused, keeping the running configuration", "error", err)
 			continue
 		}
-		if err := WriteConfig(p.Config.KeepalivedConfig, p.Text); err != nil {
+		if err := p.Write(); err != nil {
 			log.Error("reload failed", "error", err)
 			continue
 		}
@@ -183,33 +172,4 @@ func firewallOptions(cfg *config.Config) iptables.Options {
 		o.IPv6 = o.IPv6 || v.Is6()
 	}
 	return o
-}
-
-func metricInstances(ins []config.Instance) []metrics.Instance {
-	out := make([]metrics.Instance, len(ins))
-	for i, in := range ins {
-		out[i] = metrics.Instance{Name: in.Name, Interface: in.Interface, VRID: int(in.RouterID), VIPs: in.VIPs, Priority: in.Priority}
-	}
-	return out
-}
-
-func keepalivedBinary() string {
-	if p, err := exec.LookPath("keepalived"); err == nil {
-		return p
-	}
-	return supervisor.DefaultBinary
-}
-
-func readSysconfig() string {
-	b, err := os.ReadFile(supervisor.SysconfigPath)
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
-
-// IsConfigError says whether err is bad configuration (exit code 2).
-func IsConfigError(err error) bool {
-	var ce *ConfigError
-	return errors.As(err, &ce)
 }
