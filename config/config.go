@@ -172,7 +172,7 @@ func (g Group) Is6() bool { return g.VIPs[0].Is6() }
 // problems collects one message per bad variable.
 type problems []error
 
-func (p *problems) add(name, value string, format string, args ...any) {
+func (p *problems) add(name, value, format string, args ...any) {
 	*p = append(*p, fmt.Errorf("%s=%q: %s", name, value, fmt.Sprintf(format, args...)))
 }
 
@@ -341,7 +341,7 @@ var (
 	// scriptRE allows an absolute path and arguments: no quotes,
 	// backslashes, braces, comment or variable characters, no control bytes.
 	scriptRE = regexp.MustCompile(`^/[A-Za-z0-9_.,+=@%/: -]*$`)
-	advertRE = regexp.MustCompile(`^([0-9]{1,3})(?:\.([0-9]{1,2}))?$`)
+	advertRE = regexp.MustCompile(`^(\d{1,3})(?:\.(\d{1,2}))?$`)
 )
 
 func or(v, def string) string {

@@ -236,7 +236,8 @@ func checkFlags(args []string) error {
 				}
 			}
 			if !hasValue && takesValue(name) {
-				if i++; i == len(args) {
+				i++
+				if i == len(args) {
 					return fmt.Errorf("%q needs a value", arg)
 				}
 			}
@@ -253,7 +254,8 @@ func checkFlags(args []string) error {
 				}
 				if strings.IndexByte(shortWithValue, c) >= 0 {
 					if j == len(arg)-1 {
-						if i++; i == len(args) {
+						i++
+						if i == len(args) {
 							return fmt.Errorf("%q needs a value", arg)
 						}
 					}

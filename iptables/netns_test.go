@@ -279,7 +279,7 @@ type nftRuleset struct {
 // keepalivedTables summarises the inet keepalived tables in the ruleset:
 // how many there are, their chains ("input filter/input/0/accept") and
 // their rules as compact JSON expressions.
-func keepalivedTables(t *testing.T, ns testNS) (tables int, chains, rules []string, others []string) {
+func keepalivedTables(t *testing.T, ns testNS) (tables int, chains, rules, others []string) {
 	t.Helper()
 	var rs nftRuleset
 	if err := json.Unmarshal([]byte(ns.run(t, "nft", "-j", "list", "ruleset")), &rs); err != nil {

@@ -89,7 +89,7 @@ func TestParseNFTable(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if got.Equal(iptables.VRRPTable()) != (tt.name == "our table") {
-				t.Errorf("Equal(VRRPTable()) = %v", !(tt.name == "our table"))
+				t.Errorf("Equal(VRRPTable()) = %v", tt.name != "our table")
 			}
 		})
 	}

@@ -146,7 +146,7 @@ func gitCommit(ctx context.Context) (commit string, dirty bool) {
 		return "unknown", false
 	}
 	st, _ := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
-	return strings.TrimSpace(string(b)), len(strings.TrimSpace(string(st))) > 0
+	return strings.TrimSpace(string(b)), strings.TrimSpace(string(st)) != ""
 }
 
 func firstLine(b []byte, err error) string {

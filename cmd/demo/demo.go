@@ -307,10 +307,3 @@ func addrList(vs []netip.Addr) string {
 	}
 	return strings.Join(s, ", ")
 }
-
-func addrListOr(vs []netip.Addr, none string) string {
-	if len(vs) == 0 {
-		return none
-	}
-	return addrList(vs)
-}

@@ -41,7 +41,6 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	err := run(ctx, os.Stdout, *verbose)
 	interrupted := ctx.Err() != nil
 	stop()

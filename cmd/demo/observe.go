@@ -103,7 +103,7 @@ func scrape(ctx context.Context, c *lab.Cluster, n *lab.Node) (nodeMetrics, erro
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	url := fmt.Sprintf("http://%s:9650/metrics", n.Addr4)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return nodeMetrics{}, err
 	}

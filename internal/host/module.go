@@ -26,6 +26,7 @@ type Modules struct {
 // ModuleOutcome says what Load or UnloadIfUnused found or did.
 type ModuleOutcome int
 
+// The outcomes of Load and UnloadIfUnused.
 const (
 	ModuleLoaded        ModuleOutcome = iota + 1 // modprobe loaded it
 	ModuleAlreadyLoaded                          // it was loaded before

@@ -318,7 +318,7 @@ func TestDumpFailure(t *testing.T) {
 			s := newServer(t, o)
 
 			rec := httptest.NewRecorder()
-			s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", http.NoBody))
 			if rec.Code != http.StatusOK {
 				t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 			}
@@ -397,7 +397,7 @@ func scrapeConcurrently(t testing.TB, s *Server, n int) {
 	for i := range n {
 		wg.Go(func() {
 			rec := httptest.NewRecorder()
-			s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", http.NoBody))
 			bodies[i] = rec.Body.String()
 		})
 	}
@@ -412,7 +412,7 @@ func scrapeConcurrently(t testing.TB, s *Server, n int) {
 func get(t testing.TB, h http.Handler, path string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, http.NoBody))
 	return rec.Code, rec.Body.String()
 }
 
@@ -450,7 +450,7 @@ func TestHealthz(t *testing.T) {
 // TestHealthzReadsProc: the probes judge keepalived by its state in the proc file system they
 // are given, here internal/proc's fixture tree (42 sleeps, 77 is a zombie, 1234 does not exist).
 func TestHealthzReadsProc(t *testing.T) {
-	fixture := proc.NewFS(filepath.Join("..", "proc", "testdata", "proc"))
+	fixture := proc.FS{Root: filepath.Join("..", "proc", "testdata", "proc")}
 	for _, tt := range []struct {
 		pid  int
 		code int

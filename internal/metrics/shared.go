@@ -79,7 +79,7 @@ func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(e.status)
-	w.Write(e.body)
+	_, _ = w.Write(e.body) // a scraper that went away cannot be told
 }
 
 // recorder keeps a response in memory.

@@ -24,7 +24,7 @@ func TestSharedResponse(t *testing.T) {
 		h := newSharedResponse(slow, time.Hour, func() string { return "" })
 
 		get := func(accept string) string {
-			req := httptest.NewRequest("GET", "/metrics", nil)
+			req := httptest.NewRequest("GET", "/metrics", http.NoBody)
 			req.Header.Set("Accept", accept)
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
@@ -62,7 +62,7 @@ func TestSharedResponseExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var renders atomic.Int32
 		h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), 20*time.Millisecond, func() string { return "" })
-		serve := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil)) }
+		serve := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", http.NoBody)) }
 		serve()
 		time.Sleep(19 * time.Millisecond)
 		serve()
@@ -81,9 +81,9 @@ func TestSharedResponseNeverOutlivesItsState(t *testing.T) {
 	var renders atomic.Int32
 	state := "alive 17"
 	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { renders.Add(1) }), time.Hour, func() string { return state })
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", http.NoBody))
 	state = "keepalived pid 17 is a zombie"
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", http.NoBody))
 	if n := renders.Load(); n != 2 {
 		t.Errorf("rendered %d times, want 2: a response from before keepalived died was served after", n)
 	}

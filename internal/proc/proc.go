@@ -21,27 +21,24 @@ const DefaultRoot = "/proc"
 // FS is a proc file system mounted at a root directory. The zero FS reads
 // DefaultRoot.
 type FS struct {
-	root string
+	// Root is where the file system is mounted; "" means DefaultRoot.
+	Root string
 }
 
-// NewFS returns the proc file system mounted at root.
-func NewFS(root string) FS { return FS{root: root} }
-
-// Root is the directory the FS reads.
-func (fs FS) Root() string {
-	if fs.root == "" {
+func (fs FS) dir() string {
+	if fs.Root == "" {
 		return DefaultRoot
 	}
-	return fs.root
+	return fs.Root
 }
 
 func (fs FS) path(pid int, name string) string {
-	return filepath.Join(fs.Root(), strconv.Itoa(pid), name)
+	return filepath.Join(fs.dir(), strconv.Itoa(pid), name)
 }
 
 // PIDs lists the processes the file system shows, in its order.
 func (fs FS) PIDs() ([]int, error) {
-	entries, err := os.ReadDir(fs.Root())
+	entries, err := os.ReadDir(fs.dir())
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +167,7 @@ func (fs FS) Exe(pid int) (string, error) {
 // HoldsPidfd reports whether the process reading the file system (its
 // "self" entry) holds a pidfd referring to pid.
 func (fs FS) HoldsPidfd(pid int) bool {
-	self := filepath.Join(fs.Root(), "self")
+	self := filepath.Join(fs.dir(), "self")
 	fds, err := os.ReadDir(filepath.Join(self, "fd"))
 	if err != nil {
 		return false

@@ -14,7 +14,7 @@ import (
 // ipfailover (1), keepalived (42, NSpid 30142 42, signals blocked, its
 // binary replaced), a zombie whose name holds ") " (77), a stopped sleep
 // (88), a malformed entry (99), and a "self" holding a pidfd for 42.
-var fixture = NewFS("testdata/proc")
+var fixture = FS{Root: "testdata/proc"}
 
 func TestFixturePIDs(t *testing.T) {
 	got, err := fixture.PIDs()
@@ -112,14 +112,14 @@ func TestFixtureHoldsPidfd(t *testing.T) {
 			t.Errorf("HoldsPidfd(%d) = %v, want %v", pid, got, want)
 		}
 	}
-	if NewFS(t.TempDir()).HoldsPidfd(42) {
+	if (FS{Root: t.TempDir()}).HoldsPidfd(42) {
 		t.Error("a tree without self/fd holds a pidfd")
 	}
 }
 
 func TestZeroFSReadsTheHost(t *testing.T) {
-	if got := (FS{}).Root(); got != DefaultRoot {
-		t.Errorf("zero FS root %q, want %q", got, DefaultRoot)
+	if got := (FS{}).dir(); got != DefaultRoot {
+		t.Errorf("zero FS reads %q, want %q", got, DefaultRoot)
 	}
 }
 

@@ -110,7 +110,9 @@ func startReal(t *testing.T) *realRig {
 	go func() { r.done <- r.s.Run(ctx) }()
 	t.Cleanup(func() {
 		r.cancel()
-		<-r.done
+		if err := <-r.done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 		if t.Failed() {
 			t.Logf("supervisor log:\n%s\nkeepalived output:\n%s", r.logs, r.output)
 		} else if testing.Verbose() {

@@ -319,7 +319,7 @@ func (s *Supervisor) start(reaper *Reaper, out *outputs) (<-chan unix.WaitStatus
 		env = os.Environ()
 	}
 	argv := append([]string{s.opts.Binary}, s.opts.Args...)
-	var proc *os.Process
+	var started *os.Process
 	pid, exited, err := reaper.startWatched(func() (int, error) {
 		p, err := os.StartProcess(s.opts.Binary, argv, &os.ProcAttr{
 			Env:   env,
@@ -331,14 +331,14 @@ func (s *Supervisor) start(reaper *Reaper, out *outputs) (<-chan unix.WaitStatus
 		if err != nil {
 			return 0, err
 		}
-		proc = p
+		started = p
 		return p.Pid, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting keepalived: %w", err)
 	}
 	s.mu.Lock()
-	s.proc = proc
+	s.proc = started
 	close(s.started)
 	s.mu.Unlock()
 	s.logger.Info("keepalived started", "pid", pid, "args", argv)

@@ -162,7 +162,9 @@ func start(t *testing.T, opts Options) *run {
 	r := &run{s: New(opts), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- r.s.Run(ctx) }()
 	t.Cleanup(func() {
-		r.stop(t)
+		if err := r.stop(t); err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	})
 	return r
 }
@@ -227,7 +229,11 @@ func TestStartArgvAndStop(t *testing.T) {
 	}
 	var argv []string
 	line := f.events()[0]
-	if err := json.Unmarshal([]byte(line[strings.Index(line, "["):]), &argv); err != nil {
+	_, list, ok := strings.Cut(line, "[")
+	if !ok {
+		t.Fatalf("event %q has no argv", line)
+	}
+	if err := json.Unmarshal([]byte("["+list), &argv); err != nil {
 		t.Fatalf("event %q: %v", line, err)
 	}
 	want := []string{fakeBinary, "-n", "--log-console", "-f", "/etc/keepalived/test.conf", "-D", "--vrrp"}
@@ -647,7 +653,7 @@ func TestStopExisting(t *testing.T) {
 	})
 	t.Run("garbage", func(t *testing.T) {
 		p := filepath.Join(dir, "garbage.pid")
-		os.WriteFile(p, []byte("12x\n"), 0o644)
+		writeFile(t, p, "12x\n")
 		if _, err := StopExisting(proc.FS{}, p, time.Second); err == nil || !strings.Contains(err.Error(), `"12x" is not a pid`) {
 			t.Errorf("StopExisting = %v, want a not-a-pid error", err)
 		}
@@ -659,7 +665,7 @@ func TestStopExisting(t *testing.T) {
 		}
 		defer func() { sleep.Process.Kill(); sleep.Wait() }()
 		p := filepath.Join(dir, "sleep.pid")
-		os.WriteFile(p, []byte(strconv.Itoa(sleep.Process.Pid)+"\n"), 0o644)
+		writeFile(t, p, strconv.Itoa(sleep.Process.Pid)+"\n")
 		stopped, err := StopExisting(proc.FS{}, p, time.Second)
 		if stopped || err != nil {
 			t.Errorf("StopExisting = %v, %v; want false, nil", stopped, err)
@@ -674,7 +680,7 @@ func TestStopExisting(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := filepath.Join(dir, "stale.pid")
-		os.WriteFile(p, []byte(strconv.Itoa(c.Process.Pid)), 0o644)
+		writeFile(t, p, strconv.Itoa(c.Process.Pid))
 		stopped, err := StopExisting(proc.FS{}, p, time.Second)
 		if stopped || err != nil {
 			t.Errorf("StopExisting = %v, %v; want false, nil", stopped, err)
@@ -741,12 +747,21 @@ func TestRunStopsLeftover(t *testing.T) {
 	if !strings.Contains(logs.String(), "stopped keepalived left running") {
 		t.Errorf("log does not mention the leftover:\n%s", logs)
 	}
-	r.stop(t)
+	if err := r.stop(t); err != nil {
+		t.Errorf("Run: %v", err)
+	}
 }
 
 func TestRunNeedsABinary(t *testing.T) {
 	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	if err := s.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "Options.Binary is required") {
 		t.Errorf("Run without a binary: %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -114,7 +114,11 @@ func VIPs(spec string) []netip.Addr {
 	b4 := a.As4()
 	end := int(b4[3])
 	if last != "" {
-		fmt.Sscan(last, &end)
+		n, err := strconv.Atoi(last)
+		if err != nil {
+			panic(fmt.Sprintf("bench.VIPs(%q): %v", spec, err))
+		}
+		end = n
 	}
 	var out []netip.Addr
 	for i := int(b4[3]); i <= end; i++ {

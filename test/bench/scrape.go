@@ -63,7 +63,7 @@ func Scrape(ctx context.Context, dial func(ctx context.Context, network, addr st
 }
 
 func get(ctx context.Context, client *http.Client, url string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return 0, err
 	}

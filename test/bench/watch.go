@@ -89,17 +89,6 @@ func (s Snapshot) Holder(vip netip.Addr, skip ...*lab.Node) *lab.Node {
 	return hs[0]
 }
 
-// Count returns how many VIPs of vips have exactly one holder.
-func (s Snapshot) Count(vips []netip.Addr) int {
-	n := 0
-	for _, v := range vips {
-		if len(s.Holders(v)) == 1 {
-			n++
-		}
-	}
-	return n
-}
-
 // Snapshot dumps every node's addresses once.
 func (w *Watcher) Snapshot() (Snapshot, error) {
 	s := Snapshot{nodes: w.nodes, on: map[netip.Addr][]int{}}

@@ -168,8 +168,8 @@ func TestIptablesChainRestart(t *testing.T) {
 
 	check := func(round int) {
 		t.Helper()
-		v4 := rules(t, s.ctx, n, "iptables", "INPUT", "224.0.0.18")
-		v6 := rules(t, s.ctx, n, "ip6tables", "INPUT", "ff02::12")
+		v4 := inputRules(s.ctx, t, n, "iptables", "224.0.0.18")
+		v6 := inputRules(s.ctx, t, n, "ip6tables", "ff02::12")
 		if len(v4) != 1 || len(v6) != 1 {
 			t.Errorf("round %d: INPUT has %d IPv4 rules %q and %d IPv6 rules %q for VRRP, want one each", round, len(v4), v4, len(v6), v6)
 		}

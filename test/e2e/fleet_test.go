@@ -51,10 +51,10 @@ func TestRemoveFailover(t *testing.T) {
 		if left := held(t, n, allVIPs); len(left) > 0 {
 			t.Errorf("%s still has %v after remove-failover", n.Name, left)
 		}
-		if r := rules(t, s.ctx, n, "iptables", "INPUT", "224.0.0.18"); len(r) > 0 {
+		if r := inputRules(s.ctx, t, n, "iptables", "224.0.0.18"); len(r) > 0 {
 			t.Errorf("%s INPUT still has %q", n.Name, r)
 		}
-		if r := rules(t, s.ctx, n, "ip6tables", "INPUT", "ff02::12"); len(r) > 0 {
+		if r := inputRules(s.ctx, t, n, "ip6tables", "ff02::12"); len(r) > 0 {
 			t.Errorf("%s ip6tables INPUT still has %q", n.Name, r)
 		}
 		if a := held(t, n, []netip.Addr{n.Addr4, n.Addr6}); len(a) != 2 {
@@ -218,10 +218,8 @@ func TestMixedFleet(t *testing.T) {
 
 	// shipped -> ipfailover: restart the ipfailover nodes, wait until both
 	// run a keepalived that has chosen a state, crash the old node.
-	var outs []*lab.Output
 	for _, n := range newNodes {
 		p, out := s.start(n, environ)
-		outs = append(outs, out)
 		s.waitFor("keepalived state on "+n.Name, func() (bool, error) {
 			if p.Exited() {
 				return false, fmt.Errorf("ipfailover on %s exited", n.Name)

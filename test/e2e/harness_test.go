@@ -293,11 +293,11 @@ func others(c *lab.Cluster, n *lab.Node) []*lab.Node {
 	return out
 }
 
-// rules returns the lines of "iptables -S chain" (or ip6tables) in n that
-// mention match.
-func rules(t *testing.T, ctx context.Context, n *lab.Node, cmd, chain, match string) []string {
+// inputRules returns the lines of "iptables -S INPUT" (or ip6tables) in n
+// that mention match.
+func inputRules(ctx context.Context, t *testing.T, n *lab.Node, cmd, match string) []string {
 	t.Helper()
-	out, err := n.Exec(ctx, cmd, "-w", "-S", chain)
+	out, err := n.Exec(ctx, cmd, "-w", "-S", "INPUT")
 	if err != nil {
 		t.Fatal(err)
 	}

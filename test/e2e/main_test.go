@@ -10,7 +10,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -86,15 +85,4 @@ func needRoot(t *testing.T) {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
-}
-
-// ctxFor returns a context ending before the test's deadline.
-func ctxFor(t *testing.T) context.Context {
-	ctx := t.Context()
-	if d, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-10e9))
-		t.Cleanup(cancel)
-	}
-	return ctx
 }

@@ -524,7 +524,7 @@ func metricsURL(n *lab.Node, path string) string {
 
 // httpGet fetches url and returns the status and body.
 func httpGet(ctx context.Context, hc *http.Client, url string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return 0, "", err
 	}

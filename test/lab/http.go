@@ -23,7 +23,7 @@ func (c *Cluster) HTTPClient() *http.Client {
 
 // Get fetches url from the client namespace and returns the body.
 func (c *Cluster) Get(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return "", err
 	}
