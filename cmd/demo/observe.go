@@ -24,26 +24,7 @@ type holders map[netip.Addr][]*lab.Node
 
 // observe reads the addresses of every node once.
 func observe(c *lab.Cluster, vips []netip.Addr) (holders, error) {
-	h := holders{}
-	for _, n := range c.Nodes {
-		up, err := n.Up()
-		if err != nil {
-			return nil, err
-		}
-		if !up {
-			continue
-		}
-		addrs, err := n.Addrs()
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range addrs {
-			if slices.Contains(vips, a.Addr()) {
-				h[a.Addr()] = append(h[a.Addr()], n)
-			}
-		}
-	}
-	return h, nil
+	return c.HoldersOf(vips)
 }
 
 // one returns the single holder of vip, or nil when there are none or

@@ -17,15 +17,11 @@ import (
 // render prints the keepalived.conf this node would run, and changes
 // nothing.
 func render(w io.Writer) error {
-	nl, err := host.NewNetlink()
-	if err != nil {
-		return fmt.Errorf("opening netlink: %w", err)
-	}
-	defer nl.Close()
-	p, err := planHere(nl)
+	nl, p, err := planHere()
 	if err != nil {
 		return err
 	}
+	defer nl.Close()
 	_, err = w.Write(p.Text)
 	return err
 }

@@ -22,15 +22,11 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	for _, v := range config.UnknownVariables(os.Environ()) {
 		log.Warn("unknown variable ignored", "variable", v)
 	}
-	nl, err := host.NewNetlink()
-	if err != nil {
-		return fmt.Errorf("opening netlink: %w", err)
-	}
-	defer nl.Close()
-	p, err := planHere(nl)
+	nl, p, err := planHere()
 	if err != nil {
 		return err
 	}
+	defer nl.Close()
 	p.Log(log, os.Stderr)
 	cfg, iface := p.Config, p.Node.Interface
 
@@ -129,7 +125,7 @@ func reloadOnSignal(ctx context.Context, log *slog.Logger, hup <-chan os.Signal,
 			return
 		case <-hup:
 		}
-		p, err := planHere(nl)
+		p, err := planWith(nl)
 		if err != nil {
 			log.Error("reload refused, keeping the running configuration", "error", err)
 			continue

@@ -30,11 +30,26 @@ func loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// planHere reads the settings and plans for the node nl looks at.
-func planHere(nl *host.Netlink) (*plan.Plan, error) {
+// planWith reads the settings and plans for the node nl looks at.
+func planWith(nl *host.Netlink) (*plan.Plan, error) {
 	cfg, err := loadConfig()
 	if err != nil {
 		return nil, err
 	}
 	return plan.New(cfg, nl)
+}
+
+// planHere plans for this network namespace; the caller closes the
+// Netlink it returns.
+func planHere() (*host.Netlink, *plan.Plan, error) {
+	nl, err := host.NewNetlink()
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	p, err := planWith(nl)
+	if err != nil {
+		nl.Close()
+		return nil, nil, err
+	}
+	return nl, p, nil
 }

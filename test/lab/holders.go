@@ -16,7 +16,14 @@ const PollInterval = 50 * time.Millisecond
 // Holders returns the nodes that hold vip: eth0 up and vip on it. A crashed
 // node keeps its addresses but answers no ARP, so it holds nothing.
 func (c *Cluster) Holders(vip netip.Addr) ([]*Node, error) {
-	var holders []*Node
+	hs, err := c.HoldersOf([]netip.Addr{vip})
+	return hs[vip], err
+}
+
+// HoldersOf returns, for each of vips, the nodes that hold it (eth0 up and
+// the VIP on it), reading each node's addresses once.
+func (c *Cluster) HoldersOf(vips []netip.Addr) (map[netip.Addr][]*Node, error) {
+	hs := make(map[netip.Addr][]*Node, len(vips))
 	for _, n := range c.Nodes {
 		up, err := n.Up()
 		if err != nil {
@@ -25,15 +32,17 @@ func (c *Cluster) Holders(vip netip.Addr) ([]*Node, error) {
 		if !up {
 			continue
 		}
-		has, err := n.Has(vip)
+		addrs, err := n.Addrs()
 		if err != nil {
 			return nil, err
 		}
-		if has {
-			holders = append(holders, n)
+		for _, a := range addrs {
+			if slices.Contains(vips, a.Addr()) && !slices.Contains(hs[a.Addr()], n) {
+				hs[a.Addr()] = append(hs[a.Addr()], n)
+			}
 		}
 	}
-	return holders, nil
+	return hs, nil
 }
 
 // Holder returns the single node holding vip, nil when none does, and an
@@ -131,14 +140,15 @@ func (c *Cluster) WaitStable(ctx context.Context, vips []netip.Addr, quiet time.
 // holderMap returns the holders when each VIP has exactly one, else nil,
 // plus a description of the state.
 func (c *Cluster) holderMap(vips []netip.Addr) (HolderMap, string, error) {
+	all, err := c.HoldersOf(vips)
+	if err != nil {
+		return nil, "", err
+	}
 	m := HolderMap{}
 	ok := true
 	var desc []string
 	for _, v := range vips {
-		hs, err := c.Holders(v)
-		if err != nil {
-			return nil, "", err
-		}
+		hs := all[v]
 		desc = append(desc, fmt.Sprintf("%s=[%s]", v, names(hs)))
 		if len(hs) != 1 {
 			ok = false
