@@ -1,7 +1,8 @@
 // Command bench measures ipfailover in a three-node cluster of network
 // namespaces: failover times against their VRRP limits, startup, scrape
 // latency, memory and a 254-VIP scale run. It prints one table and writes
-// the figures to out/bench.json for comparison between commits. It needs
+// the figures to out/bench.json for comparison between commits, and the
+// README's table, with the commit and machine, to out/bench.md. It needs
 // root, builds ./cmd/ipfailover itself and removes every namespace and
 // process it made, also on Ctrl-C.
 package main
@@ -108,6 +109,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	rep.Host, _ = os.Hostname()
 	rep.Kernel = firstLine(os.ReadFile("/proc/sys/kernel/osrelease"))
 	rep.CPUs = runtime.NumCPU()
+	rep.CPU = cpuModel()
 	rep.Go = runtime.Version()
 	kv, _ := exec.Command("keepalived", "--version").CombinedOutput()
 	rep.Keepaliv = firstLine(kv, nil)
@@ -120,9 +122,39 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		if err := writeJSON(*out, rep); err != nil {
 			return err
 		}
-		log.Info("wrote", "path", *out, "elapsed", time.Duration(rep.Elapsed*float64(time.Second)).Round(time.Second))
+		md := strings.TrimSuffix(*out, filepath.Ext(*out)) + ".md"
+		if err := writeMarkdown(md, rep); err != nil {
+			return err
+		}
+		log.Info("wrote", "path", *out, "table", md, "elapsed", time.Duration(rep.Elapsed*float64(time.Second)).Round(time.Second))
 	}
 	return runErr
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func writeMarkdown(path string, rep *bench.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteMarkdown(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func writeJSON(path string, rep *bench.Report) error {

@@ -111,6 +111,15 @@ func TestRowsAndReport(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
 	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"| graceful | 30.0 ms | 90.0 ms | 27.0 ms | 0.86 s |", "| none | - | - |  |  |", "at commit abc on "} {
+		if !strings.Contains(md.String(), s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md.String())
+		}
+	}
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)

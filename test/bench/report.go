@@ -132,6 +132,7 @@ type Report struct {
 	Date     time.Time `json:"date"`
 	Host     string    `json:"host"`
 	Kernel   string    `json:"kernel"`
+	CPU      string    `json:"cpu"`
 	CPUs     int       `json:"cpus"`
 	Go       string    `json:"go"`
 	Keepaliv string    `json:"keepalived"`
@@ -198,6 +199,32 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
+}
+
+// WriteMarkdown writes the table the README shows: each row's median,
+// worst, VRRP limit and the shipped image's figure, then the version and
+// machine it was measured on.
+func (rep *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| row | median | worst | VRRP limit | shipped image |\n|---|---|---|---|---|\n")
+	for _, r := range rep.Rows {
+		med, worst, limit := "-", "-", ""
+		if r.N > 0 {
+			med, worst = format(r.Median, r.Unit), format(r.Worst, r.Unit)
+		}
+		if r.Limit > 0 {
+			limit = format(r.Limit, r.Unit)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Name, med, worst, limit, r.Shipped)
+	}
+	dirty := ""
+	if rep.Dirty {
+		dirty = " (with uncommitted changes)"
+	}
+	fmt.Fprintf(&b, "\nMeasured by `make bench` at commit %s%s on %s: %d rounds; %d CPUs (%s), Linux %s, %s, %s.\n",
+		rep.Commit, dirty, rep.Date.Format("2006-01-02"), rep.Rounds, rep.CPUs, rep.CPU, rep.Kernel, rep.Keepaliv, rep.Go)
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func nonEmpty(ss ...string) []string {
