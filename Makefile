@@ -26,7 +26,9 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ipfailover
 
-# deps installs what the tests, the demo and the benchmarks need on Debian.
+# deps installs what the tests, the demo and the benchmarks run, from
+# Debian's packages: the table scripts/deps.txt, which a test holds against
+# the code.
 deps:
 	./scripts/install-deps.sh
 
@@ -72,9 +74,10 @@ image:
 	./scripts/install-deps.sh image
 	IMAGE=$(IMAGE) VERSION=$(VERSION) ./images/build.sh
 
-image-test:
-	./scripts/install-deps.sh image
-	IMAGE=$(IMAGE) VERSION=$(VERSION) ./images/image-test.sh
+# image-test tests what the tree builds: it builds the image first (when
+# nothing changed, podman's layer cache makes that a few seconds).
+image-test: image
+	IMAGE=$(IMAGE) ./images/image-test.sh
 
 clean:
 	rm -rf bin

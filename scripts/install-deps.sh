@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests, the demo and the benchmarks use:
-# the real keepalived, iptables (nft backend), nftables, iproute2 and kmod;
-# with the argument "image" also podman, runc and debootstrap.
-# Quiet and quick when everything is there already.
+# Installs, from Debian's packages, every program the tests, the demo and the
+# benchmarks run; with the argument "image" also what make image and make
+# image-test run (podman, runc, debootstrap, catatonit). The programs and their
+# packages are the table in deps.txt beside this script, which deps_test.go
+# holds against the code. Quiet and quick when everything is there already.
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case ${1:-} in
+  "") groups=" test " ;;
+  image) groups=" test image " ;;
+  *) echo "usage: $0 [image]" >&2; exit 2 ;;
+esac
+export PATH="$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
 need=()
-command -v keepalived >/dev/null || need+=(keepalived)
-command -v iptables >/dev/null || need+=(iptables)
-command -v nft >/dev/null || need+=(nftables)
-command -v ip >/dev/null || need+=(iproute2)
-command -v modprobe >/dev/null || need+=(kmod)
-command -v unshare >/dev/null || need+=(util-linux)
-command -v python3 >/dev/null || need+=(python3)
-command -v make >/dev/null || need+=(make)
-if [[ ${1:-} == image ]]; then # make image, make image-test
-  command -v podman >/dev/null || need+=(podman)
-  [[ -x /usr/sbin/runc ]] || need+=(runc)
-  command -v debootstrap >/dev/null || need+=(debootstrap)
-fi
+while read -r program package group _; do
+  [[ -z $program || $program == \#* || $package == - ]] && continue
+  [[ $groups == *" $group "* ]] || continue
+  command -v "$program" >/dev/null && continue
+  [[ " ${need[*]} " == *" $package "* ]] || need+=("$package")
+done <"$here/deps.txt"
+
 if ((${#need[@]})); then
   if [[ $(id -u) != 0 ]]; then
     echo "install-deps: need root to install: ${need[*]}" >&2
@@ -28,7 +31,6 @@ if ((${#need[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-export PATH="$PATH:/usr/local/go/bin"
 if ! command -v go >/dev/null; then
   echo "install-deps: Go is not on PATH (expected /usr/local/go/bin)" >&2
   exit 1
