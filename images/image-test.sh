@@ -112,7 +112,7 @@ check "OCI labels (title, version, source)" bash -c '
 
 # --- tools in the image -----------------------------------------------------
 tools=$(prun --rm --network none --entrypoint /bin/bash "$IMAGE" -c '
-	for t in bash iptables ip6tables nft ip modprobe pgrep /usr/sbin/keepalived '"$BIN"' '"$OLD"'/monitor.sh '"$OLD"'/remove-failover.sh; do
+	for t in bash iptables ip6tables nft ip modprobe pgrep /usr/bin/curl /usr/sbin/keepalived '"$BIN"' '"$OLD"'/monitor.sh '"$OLD"'/remove-failover.sh; do
 		if p=$(command -v "$t") && [ -x "$p" ]; then echo "have $t"; else echo "missing $t"; fi
 	done
 	iptables -V; nft -v; ip -V
@@ -120,7 +120,7 @@ tools=$(prun --rm --network none --entrypoint /bin/bash "$IMAGE" -c '
 	/usr/sbin/keepalived --version 2>&1 | grep -o -- "--enable-json"
 	sed "s/^/monitor: /" '"$OLD"'/monitor.sh
 	sed "s/^/remove-failover: /" '"$OLD"'/remove-failover.sh' 2>&1)
-for t in bash iptables ip6tables nft ip modprobe pgrep /usr/sbin/keepalived "$BIN" "$OLD/monitor.sh" "$OLD/remove-failover.sh"; do
+for t in bash iptables ip6tables nft ip modprobe pgrep /usr/bin/curl /usr/sbin/keepalived "$BIN" "$OLD/monitor.sh" "$OLD/remove-failover.sh"; do
 	check "image has $t" grep -qx "have $t" <<<"$tools"
 done
 check "iptables uses the nf_tables backend" grep -q 'iptables v.*(nf_tables)' <<<"$tools"
@@ -283,6 +283,100 @@ if mknode "$nso" 192.0.2.4 && ip -n "$nso" addr add 2001:db8::4/64 dev veth0 nod
 	fi
 else
 	fail "namespace $nso"
+fi
+
+# --- the keepalived-operator's use: keepalived alone, a curl track script ----
+# The operator's DaemonSet runs the image's keepalived directly with its own
+# configuration (read-only, from a ConfigMap) and pid file (in a volume its
+# config-reloader shares), and reloads it with SIGHUP from that second
+# container through a shared process namespace. For services with
+# externalTrafficPolicy: Local it tracks a script that curls kube-proxy's
+# health check port: 200 while the node has local endpoints. Here a small
+# HTTP server in the namespace plays kube-proxy: /healthz answers 200 while
+# $www/healthz exists, 404 otherwise.
+nsk=$id-k
+ctr=$id-kop
+kop=$tmp/kop
+if mknode "$nsk" 192.0.2.5; then
+	mkdir -p "$kop/config" "$kop/pid" "$kop/www"
+	# kube-proxy's stand-in; its pid is killed on exit with the namespace.
+	ip netns exec "$nsk" python3 -m http.server 10256 --bind 127.0.0.1 --directory "$kop/www" >/dev/null 2>&1 &
+	kproxy=$!
+	trap 'kill $kproxy 2>/dev/null; cleanup' EXIT
+	kop_conf() { # VIP...: the operator-style configuration for these VIPs
+		printf '%s\n' 'global_defs {' '    router_id ipfailover/image-test' '}' \
+			'vrrp_script image-test/local-svc {' \
+			'    script "/usr/bin/curl -s -f -m 1 -o /dev/null http://127.0.0.1:10256/healthz"' \
+			'    interval 1' '    rise 1' '    fall 1' '}' \
+			'vrrp_instance image-test/local-svc {' '    interface veth0' '    virtual_router_id 60' \
+			'    priority 100' '    advert_int 1' '    virtual_ipaddress {'
+		printf '        %s\n' "$@"
+		printf '%s\n' '    }' '    track_script {' '        image-test/local-svc' '    }' '}'
+	}
+	kop_conf 192.0.2.140 >"$kop/config/keepalived.conf"
+	ctrs+=("$ctr")
+	# The operator's keepalived container: its command line, privileged.
+	if podman_ run -d --name "$ctr" --privileged --network "ns:/run/netns/$nsk" \
+		--ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+		-e POD_NAME=keepalivedgroup-image-test-x7k2p \
+		-v "$kop/config:/etc/keepalived:ro" -v "$kop/pid:/etc/keepalived.pid" \
+		--entrypoint /bin/bash "$IMAGE" -c \
+		'exec /usr/sbin/keepalived --log-console --log-detail --dont-fork --config-id=${POD_NAME} --use-file=/etc/keepalived/keepalived.conf --pid=/etc/keepalived.pid/keepalived.pid' \
+		>/dev/null; then
+		klogs() { podman_ logs "$ctr" 2>&1; }
+		vip_on() { ip -n "$nsk" -4 addr show dev veth0 | grep -q "$1/"; }
+		# No endpoints yet (404): the script runs and fails, no VIP.
+		if wait_for 30 bash -c "podman --runtime '$RUNTIME' logs '$ctr' 2>&1 | grep -q 'Entering FAULT STATE'"; then
+			pass "operator: no local endpoints, the curl track script fails: FAULT"
+		else
+			fail "operator: no local endpoints, the curl track script fails: FAULT" "$(klogs | tail -n 30)"
+		fi
+		check "operator: keepalived runs as PID 1 under the operator's command line" bash -c "podman --runtime '$RUNTIME' exec '$ctr' cat /proc/1/cmdline | tr '\0' ' ' | grep -q '^/usr/sbin/keepalived --log-console --log-detail --dont-fork --config-id=keepalivedgroup-image-test-x7k2p '"
+		check "operator: keepalived wrote the operator's pid file" test -s "$kop/pid/keepalived.pid"
+		check "operator: no VIP while the check fails" bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/'"
+		# Endpoints appear: the script passes, MASTER, the VIP lands.
+		touch "$kop/www/healthz"
+		if wait_for 30 vip_on 192.0.2.140; then
+			pass "operator: local endpoints, the script passes: VIP 192.0.2.140 on veth0"
+		else
+			fail "operator: local endpoints, the script passes: VIP 192.0.2.140 on veth0" "$(klogs | tail -n 30)"
+		fi
+		check "operator: keepalived logs the script succeeding" grep -q 'VRRP_Script(image-test/local-svc) succeeded' <<<"$(klogs)"
+		# Endpoints gone: the node gives the VIP up instead of dropping traffic.
+		rm "$kop/www/healthz"
+		if wait_for 30 bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/'"; then
+			pass "operator: endpoints gone, the script fails again: VIP released"
+		else
+			fail "operator: endpoints gone, the script fails again: VIP released" "$(klogs | tail -n 30)"
+		fi
+		# A SIGHUP reload as the operator's config-reloader sends it: from
+		# another container sharing the process namespace, by the pid file.
+		touch "$kop/www/healthz"
+		kop_conf 192.0.2.140 192.0.2.141 >"$kop/config/keepalived.conf"
+		out=$(prun --rm --pid "container:$ctr" --network none -v "$kop/pid:/etc/keepalived.pid:ro" \
+			--entrypoint /bin/bash "$IMAGE" -c 'kill -HUP "$(cat /etc/keepalived.pid/keepalived.pid)"' 2>&1)
+		check "operator: SIGHUP from a second container by the pid file" test -z "$out"
+		if wait_for 30 bash -c "ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/' && ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.141/'"; then
+			pass "operator: after the reload both VIPs of the new configuration on veth0"
+		else
+			fail "operator: after the reload both VIPs of the new configuration on veth0" "$(klogs | tail -n 30)"
+		fi
+		check "operator: keepalived logged the reload" grep -q 'Reloading' <<<"$(klogs)"
+		rm "$kop/www/healthz"
+		if wait_for 30 bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -qE '192\.0\.2\.14[01]/'"; then
+			pass "operator: after the reload the script still runs: both VIPs released without endpoints"
+		else
+			fail "operator: after the reload the script still runs: both VIPs released without endpoints" "$(klogs | tail -n 30)"
+		fi
+		check "operator: curl was never missing or disabled" bash -c '! grep -E "cannot be accessed|Disabling track script|not executable|No such file" <<<"$1"' _ "$(klogs)"
+		check "operator: still running before SIGTERM" running "$ctr"
+		podman_ stop -t 30 "$ctr" >/dev/null 2>&1
+		check "operator: SIGTERM exits 0" test "$(podman_ inspect "$ctr" --format '{{.State.ExitCode}}')" = 0
+	else
+		fail "operator: keepalived container starts"
+	fi
+else
+	fail "namespace $nsk"
 fi
 
 if ((failed > 0)); then
