@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -462,7 +463,12 @@ func TestHealthzReadsProc(t *testing.T) {
 	} {
 		s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(tt.pid), Proc: fixture})
 		s.SetReady(true)
-		for _, path := range []string{"/healthz", "/readyz"} {
+		paths := []string{"/healthz", "/readyz"}
+		if tt.code == http.StatusOK {
+			// /readyz would go on to signal the host's pid 42 for a dump.
+			paths = paths[:1]
+		}
+		for _, path := range paths {
 			if code, body := get(t, s.handler, path); code != tt.code || !strings.HasPrefix(body, tt.body) {
 				t.Errorf("%s with pid %d: %d %q, want %d %q", path, tt.pid, code, body, tt.code, tt.body)
 			}
@@ -470,25 +476,81 @@ func TestHealthzReadsProc(t *testing.T) {
 	}
 }
 
+// TestReadyz: ready means keepalived runs every planned instance, as its
+// own JSON dump shows them: out of INIT (BACKUP, MASTER or FAULT).
 func TestReadyz(t *testing.T) {
-	p := newProcess(os.Getpid())
-	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: p})
-	if code, _ := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz before SetReady: %d, want 503", code)
+	f := startFake(t, "two-backup-errors.json")
+	p := newProcess(f.pid)
+	o := testOptions(p, f.dump)
+	o.DumpMaxAge = -1 // every probe asks keepalived again
+	o.DumpTimeout = time.Second
+	s := newServer(t, o)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not started yet") {
+		t.Errorf("/readyz before SetReady: %d %q, want 503", code, body)
 	}
 	s.SetReady(true)
 	if code, body := get(t, s.handler, "/readyz"); code != http.StatusOK {
-		t.Errorf("/readyz after SetReady(true): %d %q", code, body)
+		t.Errorf("/readyz with T_VIP_1 and T_VIP_2 BACKUP: %d %q, want 200", code, body)
+	}
+
+	// T_VIP_2 still in INIT (state 0).
+	dump, err := os.ReadFile(dumpFixture("two-master.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var instances []map[string]any
+	if err := json.Unmarshal(dump, &instances); err != nil {
+		t.Fatal(err)
+	}
+	instances[1]["data"].(map[string]any)["state"] = keepalived.StateInit
+	writeJSON(t, f.fixture, instances)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || body != "keepalived does not run every instance yet: T_VIP_2 in INIT\n" {
+		t.Errorf("/readyz with T_VIP_2 in INIT: %d %q, want 503 naming it", code, body)
+	}
+	// FAULT runs the instance: the node takes part, its check decides.
+	instances[1]["data"].(map[string]any)["state"] = keepalived.StateFault
+	writeJSON(t, f.fixture, instances)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with T_VIP_2 in FAULT: %d %q, want 200", code, body)
+	}
+	// An instance of the plan that keepalived does not have.
+	writeJSON(t, f.fixture, instances[:1])
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || body != "keepalived does not run every instance yet: T_VIP_2 not set up\n" {
+		t.Errorf("/readyz without T_VIP_2 in the dump: %d %q, want 503 naming it", code, body)
 	}
 	p.running.Store(false)
-	if code, _ := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz with keepalived stopped: %d, want 503", code)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
+		t.Errorf("/readyz with keepalived stopped: %d %q, want 503", code, body)
 	}
 	if code, body := get(t, s.handler, "/"); code != http.StatusOK || !strings.Contains(body, `href="/metrics"`) {
 		t.Errorf("GET /: %d %q", code, body)
 	}
 	if code, _ := get(t, s.handler, "/nope"); code != http.StatusNotFound {
 		t.Errorf("GET /nope: %d, want 404", code)
+	}
+}
+
+// TestReadyzWithoutDump: a keepalived that does not answer the dump signal
+// (still starting, or hung) is not ready.
+func TestReadyzWithoutDump(t *testing.T) {
+	f := startFake(t, "ignore")
+	o := testOptions(newProcess(f.pid), f.dump)
+	o.DumpTimeout = 200 * time.Millisecond
+	s := newServer(t, o)
+	s.SetReady(true)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "asking keepalived for its instances: ") {
+		t.Errorf("/readyz with no dump: %d %q, want 503", code, body)
+	}
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

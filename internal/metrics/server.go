@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -126,7 +127,7 @@ func New(o Options) (*Server, error) {
 }
 
 // SetReady marks whether the configuration is written and keepalived started; /readyz
-// reports ready only while this is true and keepalived runs.
+// reports ready only while this is true, keepalived runs, and it runs every instance.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
 // ListenAndServe serves on the configured address until ctx ends, then shuts down. It returns
@@ -184,6 +185,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
+// readyz is ready when keepalived runs its instances: the configuration is written,
+// keepalived is alive, and its own JSON dump (shared with /metrics) lists every planned
+// instance out of INIT (BACKUP, MASTER, or FAULT while its check fails). A rollout gated on
+// it stops the next node only once this one takes part in every election: the leaving
+// master's priority-0 advert then finds a backup that is listening.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready.Load() {
 		http.Error(w, "configuration not written or keepalived not started yet", http.StatusServiceUnavailable)
@@ -193,7 +199,36 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	if err := s.instancesRunning(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	io.WriteString(w, "ok\n")
+}
+
+// instancesRunning checks keepalived's JSON dump for every planned instance, out of INIT.
+func (s *Server) instancesRunning() error {
+	d, err := s.collector.dumper.get(s.keepalived.PID())
+	if err != nil {
+		return fmt.Errorf("asking keepalived for its instances: %w", err)
+	}
+	states := make(map[string]int, len(d.instances))
+	for _, in := range d.instances {
+		states[in.Data.Name] = in.Data.State
+	}
+	var waiting []string
+	for _, in := range s.collector.instances {
+		switch st, ok := states[in.Name]; {
+		case !ok:
+			waiting = append(waiting, in.Name+" not set up")
+		case st == keepalived.StateInit:
+			waiting = append(waiting, in.Name+" in INIT")
+		}
+	}
+	if len(waiting) > 0 {
+		return fmt.Errorf("keepalived does not run every instance yet: %s", strings.Join(waiting, ", "))
+	}
+	return nil
 }
 
 func index(w http.ResponseWriter, _ *http.Request) {
