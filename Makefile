@@ -13,9 +13,15 @@ FUZZTIME ?= 20s
 # every clone.
 GOLANGCI_LINT_VERSION := v2.15.0
 DEADCODE_VERSION      := v0.52.0
+# promtool tests the alert rules (deploy/components/alerts); the Prometheus
+# module's v0.316.0 is Prometheus 3.16.0. A fresh machine spends a few
+# minutes building it once; remove_all_sd leaves out the service discovery
+# plugins, which rule tests do not use (and whose modules are large).
+PROMTOOL_VERSION      := v0.316.0
 TOOLS         := $(shell $(GO) env GOPATH)/pkg/ipfailover-tools
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 DEADCODE      := $(TOOLS)/deadcode-$(DEADCODE_VERSION)/deadcode
+PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/[a-z]+)$$
 
@@ -33,10 +39,11 @@ deps:
 	./scripts/install-deps.sh
 
 # test runs every test: unit, golden (checked by the real keepalived),
-# root-only tests in network namespaces, and the end-to-end failover suite.
-test: deps
+# root-only tests in network namespaces, the end-to-end failover suite, and
+# the alert rules' promtool tests.
+test: deps $(PROMTOOL)
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m ./...
+	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -timeout 15m ./...
 
 e2e: deps
 	$(GO) test -count=1 -timeout 15m -v ./test/e2e/...
@@ -69,6 +76,9 @@ $(GOLANGCI_LINT):
 
 $(DEADCODE):
 	GOBIN=$(dir $@) $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
+
+$(PROMTOOL):
+	GOBIN=$(dir $@) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 image:
 	./scripts/install-deps.sh image
