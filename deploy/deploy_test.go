@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -36,6 +36,15 @@ const (
 	metricsPort = 9650
 	image       = "ipfailover:latest"
 	cleanupPath = "/var/lib/ipfailover/keepalived/remove-failover.sh"
+	// promtoolTests is promtool's unit test file, not a manifest.
+	promtoolTests = "components/alerts/rules_test.yaml"
+)
+
+// Least privilege: the capabilities each container adds, everything else
+// dropped (deploy/README.md, "Privileges", says why each is there).
+var (
+	podCapabilities = []corev1.Capability{"NET_ADMIN", "NET_RAW", "SETGID"}
+	jobCapabilities = []corev1.Capability{"NET_ADMIN"}
 )
 
 // podMonitor is the part of prometheus-operator's PodMonitor the manifests
@@ -51,6 +60,62 @@ type podMonitor struct {
 			Interval string `json:"interval"`
 		} `json:"podMetricsEndpoints"`
 	} `json:"spec"`
+}
+
+// securityContextConstraints is the part of OpenShift's SCC the manifests
+// use; strict decoding rejects any other field.
+type securityContextConstraints struct {
+	metav1.TypeMeta                 `json:",inline"`
+	metav1.ObjectMeta               `json:"metadata"`
+	AllowHostNetwork                bool                `json:"allowHostNetwork"`
+	AllowHostPorts                  bool                `json:"allowHostPorts"`
+	AllowHostDirVolumePlugin        bool                `json:"allowHostDirVolumePlugin"`
+	AllowHostIPC                    bool                `json:"allowHostIPC"`
+	AllowHostPID                    bool                `json:"allowHostPID"`
+	AllowPrivilegedContainer        bool                `json:"allowPrivilegedContainer"`
+	AllowPrivilegeEscalation        *bool               `json:"allowPrivilegeEscalation"`
+	DefaultAllowPrivilegeEscalation *bool               `json:"defaultAllowPrivilegeEscalation"`
+	AllowedCapabilities             []corev1.Capability `json:"allowedCapabilities"`
+	RequiredDropCapabilities        []corev1.Capability `json:"requiredDropCapabilities"`
+	ReadOnlyRootFilesystem          bool                `json:"readOnlyRootFilesystem"`
+	RunAsUser                       struct {
+		Type string `json:"type"`
+	} `json:"runAsUser"`
+	SELinuxContext struct {
+		Type string `json:"type"`
+	} `json:"seLinuxContext"`
+	FSGroup struct {
+		Type string `json:"type"`
+	} `json:"fsGroup"`
+	SupplementalGroups struct {
+		Type string `json:"type"`
+	} `json:"supplementalGroups"`
+	SeccompProfiles []string `json:"seccompProfiles"`
+	Volumes         []string `json:"volumes"`
+	Users           []string `json:"users"`
+	Groups          []string `json:"groups"`
+}
+
+// prometheusRule is the part of prometheus-operator's PrometheusRule the
+// manifests use; strict decoding rejects any other field.
+type prometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Groups []ruleGroup `json:"groups"`
+	} `json:"spec"`
+}
+
+// ruleGroup is a Prometheus rule group, as in a rules file.
+type ruleGroup struct {
+	Name  string `json:"name"`
+	Rules []struct {
+		Alert       string            `json:"alert"`
+		Expr        string            `json:"expr"`
+		For         string            `json:"for,omitempty"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"rules"`
 }
 
 // newObject returns an empty typed object for apiVersion/kind, or an error
@@ -77,6 +142,10 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &rbacv1.RoleBinding{}, nil
 	case "monitoring.coreos.com/v1/PodMonitor":
 		return &podMonitor{}, nil
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		return &prometheusRule{}, nil
+	case "security.openshift.io/v1/SecurityContextConstraints":
+		return &securityContextConstraints{}, nil
 	case "kustomize.config.k8s.io/v1beta1/Kustomization",
 		"kustomize.config.k8s.io/v1alpha1/Component":
 		return &types.Kustomization{}, nil
@@ -136,6 +205,9 @@ func files(t *testing.T, exts ...string) []string {
 
 func TestManifestsDecodeStrictly(t *testing.T) {
 	for _, path := range files(t, ".yaml", ".yml") {
+		if path == promtoolTests {
+			continue
+		}
 		t.Run(path, func(t *testing.T) {
 			data, err := os.ReadFile(path)
 			if err != nil {
@@ -187,6 +259,8 @@ type built struct {
 	roles        map[string]*rbacv1.Role
 	roleBindings []*rbacv1.RoleBinding
 	podMonitors  []*podMonitor
+	rules        []*prometheusRule
+	sccs         map[string]*securityContextConstraints
 	namespaces   []*corev1.Namespace
 	// namespaced lists "Kind/name" with each object's namespace.
 	namespaced map[string]string
@@ -203,6 +277,7 @@ func build(t *testing.T, dir string) *built {
 		configMaps: map[string]*corev1.ConfigMap{},
 		accounts:   map[string]*corev1.ServiceAccount{},
 		roles:      map[string]*rbacv1.Role{},
+		sccs:       map[string]*securityContextConstraints{},
 		namespaced: map[string]string{},
 	}
 	for _, r := range m.Resources() {
@@ -236,6 +311,10 @@ func build(t *testing.T, dir string) *built {
 			b.roleBindings = append(b.roleBindings, o)
 		case *podMonitor:
 			b.podMonitors = append(b.podMonitors, o)
+		case *prometheusRule:
+			b.rules = append(b.rules, o)
+		case *securityContextConstraints:
+			b.sccs[o.Name] = o
 		case *corev1.Namespace:
 			b.namespaces = append(b.namespaces, o)
 		default:
@@ -283,8 +362,8 @@ func kustomizations(t *testing.T) []string {
 }
 
 func TestEveryKustomizationBuilds(t *testing.T) {
-	want := []string{"base", "cleanup", "overlays/daemonset", "overlays/kubernetes",
-		"overlays/kubernetes-podmonitor", "overlays/openshift"}
+	want := []string{"base", "cleanup/base", "cleanup/kubernetes", "cleanup/node", "overlays/daemonset",
+		"overlays/kubernetes", "overlays/kubernetes-podmonitor", "overlays/openshift"}
 	got := kustomizations(t)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("kustomizations (-want +got):\n%s", diff)
@@ -297,8 +376,8 @@ func TestEveryKustomizationBuilds(t *testing.T) {
 					t.Errorf("%s in namespace %q, want %q", obj, ns, namespace)
 				}
 			}
-			if dir == "cleanup" {
-				checkCleanup(t, b)
+			if strings.HasPrefix(dir, "cleanup/") {
+				checkCleanup(t, b, dir)
 				return
 			}
 			checkWorkload(t, b)
@@ -362,9 +441,7 @@ func checkWorkload(t *testing.T, b *built) {
 	if !spec.HostNetwork {
 		t.Errorf("%s: hostNetwork is false", kind)
 	}
-	if !privileged(c) {
-		t.Errorf("%s: container is not privileged", kind)
-	}
+	checkLeastPrivilege(t, kind, c, podCapabilities)
 	if c.Image != image {
 		t.Errorf("%s: image %q, want %q", kind, c.Image, image)
 	}
@@ -388,16 +465,23 @@ func checkWorkload(t *testing.T, b *built) {
 	}) {
 		t.Errorf("%s: no container port metrics %d (hostPort %d)", kind, metricsPort, metricsPort)
 	}
-	wantHost := map[string]string{"/lib/modules": "/lib/modules", "/etc/sysconfig": "/etc/sysconfig"}
-	if diff := cmp.Diff(wantHost, hostPaths(spec, c)); diff != "" {
-		t.Errorf("%s: host paths (-want +got):\n%s", kind, diff)
+	if hp := hostPaths(spec, c); len(hp) > 0 {
+		t.Errorf("%s: host paths %v, want none (ip_vs and /etc/sysconfig are opt-in components)", kind, hp)
 	}
+	checkWritable(t, kind, spec, c, "/etc/keepalived", "/run", "/tmp")
 	checkScriptVolume(t, b, spec, c)
 	if _, ok := b.accounts[spec.ServiceAccountName]; !ok {
 		t.Errorf("%s: ServiceAccount %q missing from the build", kind, spec.ServiceAccountName)
 	}
 	for _, d := range b.deployments {
 		checkDeployment(t, d, cm)
+	}
+	for _, ds := range b.daemonSets {
+		u := ds.Spec.UpdateStrategy
+		if u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil ||
+			u.RollingUpdate.MaxSurge.String() != "0" || u.RollingUpdate.MaxUnavailable.String() != "1" {
+			t.Errorf("DaemonSet updateStrategy %+v, want RollingUpdate maxSurge 0 maxUnavailable 1", u)
+		}
 	}
 	for _, s := range b.services {
 		checkService(t, s, tmpl.Labels)
@@ -413,6 +497,55 @@ func checkWorkload(t *testing.T, b *built) {
 	}
 	if len(b.roleBindings) > 0 {
 		checkSCC(t, b, spec.ServiceAccountName)
+	}
+}
+
+// checkLeastPrivilege: not privileged, no escalation, every capability
+// dropped but want, read-only root, RuntimeDefault seccomp.
+func checkLeastPrivilege(t *testing.T, what string, c corev1.Container, want []corev1.Capability) {
+	t.Helper()
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Errorf("%s: no securityContext", what)
+		return
+	}
+	if privileged(c) {
+		t.Errorf("%s: container is privileged", what)
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("%s: allowPrivilegeEscalation not false", what)
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("%s: readOnlyRootFilesystem not true", what)
+	}
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: seccompProfile %v, want RuntimeDefault", what, sc.SeccompProfile)
+	}
+	if sc.Capabilities == nil {
+		t.Errorf("%s: no capabilities", what)
+		return
+	}
+	if diff := cmp.Diff([]corev1.Capability{"ALL"}, sc.Capabilities.Drop); diff != "" {
+		t.Errorf("%s: capabilities dropped (-want +got):\n%s", what, diff)
+	}
+	if diff := cmp.Diff(want, sc.Capabilities.Add); diff != "" {
+		t.Errorf("%s: capabilities added (-want +got):\n%s", what, diff)
+	}
+}
+
+// checkWritable: with a read-only root, each directory the program or
+// keepalived writes to is an emptyDir.
+func checkWritable(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container, dirs ...string) {
+	t.Helper()
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+	}
+	for _, d := range dirs {
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == d })
+		if i < 0 || vols[c.VolumeMounts[i].Name].EmptyDir == nil || c.VolumeMounts[i].ReadOnly {
+			t.Errorf("%s: %s is not a writable emptyDir", what, d)
+		}
 	}
 }
 
@@ -446,8 +579,9 @@ func checkScriptVolume(t *testing.T, b *built, spec corev1.PodSpec, c corev1.Con
 
 func checkDeployment(t *testing.T, d *appsv1.Deployment, cm *corev1.ConfigMap) {
 	t.Helper()
-	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("Deployment strategy %q, want Recreate", d.Spec.Strategy.Type)
+	if st := d.Spec.Strategy; st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil ||
+		st.RollingUpdate.MaxSurge.String() != "0" || st.RollingUpdate.MaxUnavailable.String() != "1" {
+		t.Errorf("Deployment strategy %+v, want RollingUpdate maxSurge 0 maxUnavailable 1", st)
 	}
 	if d.Spec.Replicas == nil || fmt.Sprint(*d.Spec.Replicas) != cm.Data["OPENSHIFT_HA_REPLICA_COUNT"] {
 		t.Errorf("Deployment replicas %v, OPENSHIFT_HA_REPLICA_COUNT %q: must be equal", d.Spec.Replicas, cm.Data["OPENSHIFT_HA_REPLICA_COUNT"])
@@ -482,6 +616,8 @@ func checkService(t *testing.T, s *corev1.Service, podLabels map[string]string) 
 	}
 }
 
+// checkSCC: the ServiceAccount may use the SCC ipfailover of the build, and
+// that SCC allows what the pods need and nothing privileged.
 func checkSCC(t *testing.T, b *built, account string) {
 	t.Helper()
 	granted := map[string]bool{}
@@ -504,12 +640,43 @@ func checkSCC(t *testing.T, b *built, account string) {
 			}
 		}
 	}
-	if !granted["privileged"] || !granted["hostnetwork"] {
-		t.Errorf("SCCs usable by %s: %v, want privileged and hostnetwork", account, granted)
+	if diff := cmp.Diff(map[string]bool{"ipfailover": true}, granted); diff != "" {
+		t.Errorf("SCCs usable by %s (-want +got):\n%s", account, diff)
+	}
+	scc, ok := b.sccs["ipfailover"]
+	if !ok {
+		t.Fatal("SecurityContextConstraints ipfailover missing from the build")
+	}
+	if !scc.AllowHostNetwork || !scc.AllowHostPorts {
+		t.Error("SCC: the host network and the metrics hostPort must be allowed")
+	}
+	if scc.AllowPrivilegedContainer || scc.AllowHostDirVolumePlugin || scc.AllowHostIPC || scc.AllowHostPID ||
+		scc.AllowPrivilegeEscalation == nil || *scc.AllowPrivilegeEscalation {
+		t.Errorf("SCC allows more than the pods need: %+v", scc)
+	}
+	if diff := cmp.Diff(podCapabilities, scc.AllowedCapabilities); diff != "" {
+		t.Errorf("SCC allowedCapabilities (-pod +scc):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Capability{"ALL"}, scc.RequiredDropCapabilities); diff != "" {
+		t.Errorf("SCC requiredDropCapabilities (-want +got):\n%s", diff)
+	}
+	if !scc.ReadOnlyRootFilesystem || !slices.Equal(scc.SeccompProfiles, []string{"runtime/default"}) {
+		t.Errorf("SCC: readOnlyRootFilesystem %v, seccompProfiles %v; want true and [runtime/default]", scc.ReadOnlyRootFilesystem, scc.SeccompProfiles)
+	}
+	if diff := cmp.Diff([]string{"configMap", "emptyDir"}, scc.Volumes); diff != "" {
+		t.Errorf("SCC volumes (-want +got):\n%s", diff)
 	}
 }
 
-func checkCleanup(t *testing.T, b *built) {
+// workloadOf names the workload kustomization whose pods a cleanup
+// kustomization cleans up after.
+var workloadOf = map[string]string{
+	"cleanup/base":       "base",
+	"cleanup/kubernetes": "overlays/kubernetes",
+	"cleanup/node":       "base",
+}
+
+func checkCleanup(t *testing.T, b *built, dir string) {
 	if len(b.jobs) != 1 || len(b.deployments)+len(b.daemonSets) != 0 {
 		t.Fatalf("cleanup: want exactly one Job and no workload, got %d jobs", len(b.jobs))
 	}
@@ -522,8 +689,10 @@ func checkCleanup(t *testing.T, b *built) {
 	if !spec.HostNetwork {
 		t.Error("Job: hostNetwork is false")
 	}
-	if !privileged(c) {
-		t.Error("Job: container is not privileged")
+	checkLeastPrivilege(t, "Job", c, jobCapabilities)
+	checkWritable(t, "Job", spec, c, "/run", "/tmp")
+	if hp := hostPaths(spec, c); len(hp) > 0 {
+		t.Errorf("Job: host paths %v, want none", hp)
 	}
 	if !envFromConfig(c) {
 		t.Errorf("Job: no envFrom configMapRef %s", configMap)
@@ -531,26 +700,54 @@ func checkCleanup(t *testing.T, b *built) {
 	if spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("Job: restartPolicy %q, want Never", spec.RestartPolicy)
 	}
-	if got := spec.NodeSelector["kubernetes.io/hostname"]; got == "" {
-		t.Errorf("Job: no kubernetes.io/hostname nodeSelector: %v", spec.NodeSelector)
-	}
 	if diff := cmp.Diff([]string{cleanupPath}, c.Command); diff != "" {
 		t.Errorf("Job command (-want +got):\n%s", diff)
 	}
 	if c.Image != image {
 		t.Errorf("Job: image %q, want %q", c.Image, image)
 	}
-	if got := hostPaths(spec, c)["/lib/modules"]; got != "/lib/modules" {
-		t.Errorf("Job: /lib/modules mounted from %q", got)
+	if dir == "cleanup/node" {
+		if j.Spec.Completions == nil || *j.Spec.Completions != 1 || j.Spec.CompletionMode != nil || spec.Affinity != nil {
+			t.Errorf("single-node Job: completions %v, mode %v, affinity %v; want 1 pod, no index, no affinity",
+				j.Spec.Completions, j.Spec.CompletionMode, spec.Affinity)
+		}
+		return
 	}
-	// The placeholder, once replaced by a node name, makes valid names.
-	node := "worker-0.example.internal"
-	name := strings.ReplaceAll(j.Name, "NODE_NAME", node)
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || name == j.Name {
-		t.Errorf("Job name %q with NODE_NAME=%s: %v", j.Name, node, errs)
+	// One pod on each node the workload's pods can run on.
+	_, pod := build(t, workloadOf[dir]).workload(t)
+	replicas := build(t, workloadOf[dir]).deployments[0].Spec.Replicas
+	if j.Spec.CompletionMode == nil || *j.Spec.CompletionMode != batchv1.IndexedCompletion {
+		t.Errorf("Job completionMode %v, want Indexed", j.Spec.CompletionMode)
 	}
-	if sel := strings.ReplaceAll(spec.NodeSelector["kubernetes.io/hostname"], "NODE_NAME", node); sel != node {
-		t.Errorf("nodeSelector %q is not the NODE_NAME placeholder", spec.NodeSelector["kubernetes.io/hostname"])
+	if j.Spec.Completions == nil || j.Spec.Parallelism == nil || *j.Spec.Completions != *replicas || *j.Spec.Parallelism != *replicas {
+		t.Errorf("Job completions %v parallelism %v, want both the Deployment's replicas %d", j.Spec.Completions, j.Spec.Parallelism, *replicas)
+	}
+	if diff := cmp.Diff(pod.Spec.NodeSelector, spec.NodeSelector); diff != "" {
+		t.Errorf("Job nodeSelector differs from the pods' of %s (-pods +job):\n%s", workloadOf[dir], diff)
+	}
+	if diff := cmp.Diff(pod.Spec.Tolerations, spec.Tolerations); diff != "" {
+		t.Errorf("Job tolerations differ from the pods' of %s (-pods +job):\n%s", workloadOf[dir], diff)
+	}
+	a := spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Fatalf("Job: want one required pod anti-affinity term, got %+v", a)
+	}
+	term := a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
+	if term.TopologyKey != "kubernetes.io/hostname" || term.LabelSelector == nil || !selects(term.LabelSelector.MatchLabels, j.Spec.Template.Labels) {
+		t.Errorf("Job anti-affinity %+v does not keep its own pods (%v) on separate hosts", term, j.Spec.Template.Labels)
+	}
+}
+
+// TestNothingToEditPerNode: no manifest carries a placeholder to replace.
+func TestNothingToEditPerNode(t *testing.T) {
+	for _, path := range files(t, ".yaml") {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(data, []byte("NODE_NAME")) {
+			t.Errorf("%s has the NODE_NAME placeholder", path)
+		}
 	}
 }
 
@@ -590,7 +787,7 @@ func TestDaemonSetKeepsTheDeploymentsPod(t *testing.T) {
 // TestCleanupUsesTheWorkloadsConfig: the Job reads the ConfigMap the pods read.
 func TestCleanupUsesTheWorkloadsConfig(t *testing.T) {
 	_, tmpl := build(t, "base").workload(t)
-	job := build(t, "cleanup").jobs[0]
+	job := build(t, "cleanup/base").jobs[0]
 	w, j := container(t, tmpl.Spec), container(t, job.Spec.Template.Spec)
 	if diff := cmp.Diff(w.EnvFrom, j.EnvFrom); diff != "" {
 		t.Errorf("envFrom (-workload +job):\n%s", diff)
@@ -670,6 +867,150 @@ func TestNamespaceOverride(t *testing.T) {
 		for _, s := range rb.Subjects {
 			if ns := subjectNamespace(rb, s); ns != "failover-b" {
 				t.Errorf("RoleBinding %s subject %s/%s, want namespace failover-b", rb.Name, ns, s.Name)
+			}
+		}
+	}
+}
+
+// overlay writes a user's overlay of the given kustomizations and
+// components (paths under deploy/) and returns its directory.
+func overlay(t *testing.T, extra string, resources, components []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	for _, list := range []struct {
+		key   string
+		paths []string
+	}{{"resources", resources}, {"components", components}} {
+		if len(list.paths) == 0 {
+			continue
+		}
+		b.WriteString(list.key + ":\n")
+		for _, p := range list.paths {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := filepath.Rel(dir, abs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString("  - " + rel + "\n")
+		}
+	}
+	b.WriteString(extra)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// podsOf returns the pod templates of a build's workloads and Jobs.
+func podsOf(b *built) map[string]corev1.PodTemplateSpec {
+	pods := map[string]corev1.PodTemplateSpec{}
+	for _, d := range b.deployments {
+		pods["Deployment "+d.Name] = d.Spec.Template
+	}
+	for _, d := range b.daemonSets {
+		pods["DaemonSet "+d.Name] = d.Spec.Template
+	}
+	for _, j := range b.jobs {
+		pods["Job "+j.Name] = j.Spec.Template
+	}
+	return pods
+}
+
+// TestComponents: each opt-in component changes what it says, in the
+// workloads, the cleanup Job and the OpenShift SCC alike, and every host
+// path it adds copes with a node where the path does not exist.
+func TestComponents(t *testing.T) {
+	bases := []string{"overlays/openshift", "overlays/kubernetes", "overlays/daemonset", "cleanup/base"}
+	tests := []struct {
+		component string
+		check     func(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container)
+		scc       func(t *testing.T, scc *securityContextConstraints)
+	}{
+		{
+			component: "components/privileged",
+			check: func(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container) {
+				if !privileged(c) || c.SecurityContext.AllowPrivilegeEscalation == nil || !*c.SecurityContext.AllowPrivilegeEscalation {
+					t.Errorf("%s: %+v, want privileged with privilege escalation allowed", what, c.SecurityContext)
+				}
+			},
+		},
+		{
+			component: "components/ip-vs",
+			check: func(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container) {
+				if !slices.Contains(c.SecurityContext.Capabilities.Add, "SYS_MODULE") {
+					t.Errorf("%s: capabilities %v, want SYS_MODULE added", what, c.SecurityContext.Capabilities.Add)
+				}
+				if hp := hostPaths(spec, c); hp["/lib/modules"] != "/lib/modules" {
+					t.Errorf("%s: host paths %v, want /lib/modules", what, hp)
+				}
+			},
+			scc: func(t *testing.T, scc *securityContextConstraints) {
+				if !slices.Contains(scc.AllowedCapabilities, "SYS_MODULE") || !scc.AllowHostDirVolumePlugin || !slices.Contains(scc.Volumes, "hostPath") {
+					t.Errorf("SCC with ip-vs: %+v, want SYS_MODULE and hostPath volumes allowed", scc)
+				}
+			},
+		},
+		{
+			component: "components/host-sysconfig",
+			check: func(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container) {
+				if strings.HasPrefix(what, "Job") {
+					return // the Job does not read KEEPALIVED_OPTIONS
+				}
+				if hp := hostPaths(spec, c); hp["/etc/sysconfig"] != "/etc/sysconfig" {
+					t.Errorf("%s: host paths %v, want /etc/sysconfig", what, hp)
+				}
+			},
+			scc: func(t *testing.T, scc *securityContextConstraints) {
+				if !scc.AllowHostDirVolumePlugin || !slices.Contains(scc.Volumes, "hostPath") {
+					t.Errorf("SCC with host-sysconfig: %+v, want hostPath volumes allowed", scc)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		for _, base := range bases {
+			t.Run(tt.component+"+"+base, func(t *testing.T) {
+				b := build(t, overlay(t, "", []string{base}, []string{tt.component}))
+				pods := podsOf(b)
+				if len(pods) != 1 {
+					t.Fatalf("want one pod template, got %v", slices.Collect(maps.Keys(pods)))
+				}
+				for what, pod := range pods {
+					c := container(t, pod.Spec)
+					tt.check(t, what, pod.Spec, c)
+					for _, v := range pod.Spec.Volumes {
+						if v.HostPath != nil && (v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate) {
+							t.Errorf("%s: hostPath %s has type %v, want DirectoryOrCreate (the path may be missing on a node)", what, v.HostPath.Path, v.HostPath.Type)
+						}
+					}
+				}
+				if scc, ok := b.sccs["ipfailover"]; ok && tt.scc != nil {
+					tt.scc(t, scc)
+				}
+				if tt.component == "components/privileged" && base == "overlays/openshift" {
+					if got := b.roles["ipfailover-scc"].Rules[0].ResourceNames; !slices.Equal(got, []string{"privileged"}) {
+						t.Errorf("privileged on OpenShift: the Role grants %v, want the privileged SCC", got)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestNoPrivilegedContainer: outside components/privileged, no
+// kustomization builds a privileged container.
+func TestNoPrivilegedContainer(t *testing.T) {
+	for _, dir := range kustomizations(t) {
+		for what, pod := range podsOf(build(t, dir)) {
+			for _, c := range pod.Spec.Containers {
+				if privileged(c) {
+					t.Errorf("%s: %s container %s is privileged", dir, what, c.Name)
+				}
 			}
 		}
 	}
