@@ -1,6 +1,6 @@
 // Package bench measures what users of ipfailover feel: how fast VIPs move
 // on a graceful stop, a failed check and a node crash, how fast a cluster
-// first converges, how fast the entrypoint starts keepalived, what a
+// first converges, how long a rollout leaves each VIP unanswered, how fast the entrypoint starts keepalived, what a
 // Prometheus scrape costs, how much memory the entrypoint takes, and how
 // it scales to 254 VIPs. It runs the real binary in a lab cluster of
 // network namespaces and times VIP moves by dumping every node's addresses
@@ -44,8 +44,8 @@ type Options struct {
 	Log *slog.Logger
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
-	// Phases limits the run to some of "startup", "failover", "scrape"
-	// and "scale" (Scale still gates the last); empty runs all.
+	// Phases limits the run to some of "startup", "failover", "rollout",
+	// "scrape" and "scale" (Scale still gates the last); empty runs all.
 	Phases []string
 	// NodeEnv is added to every node's environment (GOGC=50, say, to try
 	// a change without rebuilding).
@@ -279,6 +279,16 @@ func (r *runner) measure(ctx context.Context) error {
 		}
 		if err := r.crash(ctx, Env("OPENSHIFT_HA_ADVERT_INTERVAL=0.1"), small, vip, rowConvFast, rowCrashFast); err != nil {
 			return fmt.Errorf("crash move at advert_int 0.1: %w", err)
+		}
+	}
+	if r.o.phase("rollout") {
+		for round := range r.o.Rounds {
+			r.o.Log.Info("rollout round", "round", round+1, "of", r.o.Rounds)
+			for _, rolling := range []bool{true, false} {
+				if err := r.rollout(ctx, small, rolling); err != nil {
+					return fmt.Errorf("rollout: %w", err)
+				}
+			}
 		}
 	}
 	if r.o.phase("scrape") {

@@ -39,6 +39,7 @@ func (r *runner) rows() []Row {
 	size(rowScrapeSize, KB, "")
 	size(rowRSSRest, MB, shippedRSS).Check("median", targetRSS)
 	size(rowRSSScrape, MB, shippedRSS).Check("worst", targetRSS)
+	rows = append(rows, r.rolloutRows()...)
 	if len(r.samples[rowRender]) > 0 || len(r.samples[rowScaleConv]) > 0 {
 		t(rowRender, "", "")
 		rows[len(rows)-1].Note = "wall time of `ipfailover render` in a node (process start included)"
