@@ -708,8 +708,8 @@ func checkCleanup(t *testing.T, b *built, dir string) {
 	}
 	if dir == "cleanup/node" {
 		if j.Spec.Completions == nil || *j.Spec.Completions != 1 || j.Spec.CompletionMode != nil || spec.Affinity != nil {
-			t.Errorf("single-node Job: completions %v, mode %v, affinity %v; want 1 pod, no index, no affinity",
-				j.Spec.Completions, j.Spec.CompletionMode, spec.Affinity)
+			t.Errorf("single-node Job: completions %s, mode %s, affinity %+v; want 1 pod, no index, no affinity",
+				deref(j.Spec.Completions), deref(j.Spec.CompletionMode), spec.Affinity)
 		}
 		return
 	}
@@ -717,10 +717,10 @@ func checkCleanup(t *testing.T, b *built, dir string) {
 	_, pod := build(t, workloadOf[dir]).workload(t)
 	replicas := build(t, workloadOf[dir]).deployments[0].Spec.Replicas
 	if j.Spec.CompletionMode == nil || *j.Spec.CompletionMode != batchv1.IndexedCompletion {
-		t.Errorf("Job completionMode %v, want Indexed", j.Spec.CompletionMode)
+		t.Errorf("Job completionMode %s, want Indexed", deref(j.Spec.CompletionMode))
 	}
 	if j.Spec.Completions == nil || j.Spec.Parallelism == nil || *j.Spec.Completions != *replicas || *j.Spec.Parallelism != *replicas {
-		t.Errorf("Job completions %v parallelism %v, want both the Deployment's replicas %d", j.Spec.Completions, j.Spec.Parallelism, *replicas)
+		t.Errorf("Job completions %s parallelism %s, want both the Deployment's replicas %d", deref(j.Spec.Completions), deref(j.Spec.Parallelism), *replicas)
 	}
 	if diff := cmp.Diff(pod.Spec.NodeSelector, spec.NodeSelector); diff != "" {
 		t.Errorf("Job nodeSelector differs from the pods' of %s (-pods +job):\n%s", workloadOf[dir], diff)
@@ -985,7 +985,7 @@ func TestComponents(t *testing.T) {
 					tt.check(t, what, pod.Spec, c)
 					for _, v := range pod.Spec.Volumes {
 						if v.HostPath != nil && (v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate) {
-							t.Errorf("%s: hostPath %s has type %v, want DirectoryOrCreate (the path may be missing on a node)", what, v.HostPath.Path, v.HostPath.Type)
+							t.Errorf("%s: hostPath %s has type %s, want DirectoryOrCreate (the path may be missing on a node)", what, v.HostPath.Path, deref(v.HostPath.Type))
 						}
 					}
 				}
@@ -1014,4 +1014,12 @@ func TestNoPrivilegedContainer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// deref formats what p points to, or "unset".
+func deref[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
 }
