@@ -49,10 +49,13 @@ const (
 	Rise = 3
 )
 
-// Prober makes one attempt to reach the service. It must return when ctx
-// ends.
+// Prober makes attempts to reach the service.
 type Prober interface {
-	Probe(ctx context.Context) error
+	// Probe starts an attempt. One that ends within the call (a local
+	// connect, accepted or refused) returns a nil wait and its result;
+	// otherwise wait blocks until the attempt ends, or ctx does, and
+	// returns its result.
+	Probe() (wait func(ctx context.Context) error, err error)
 }
 
 // Reporter hands the check's state to keepalived.
@@ -123,17 +126,6 @@ func (c *Checker) Run(ctx context.Context) {
 	defer cancel()
 
 	results := make(chan result)
-	probe := func() {
-		pctx, done := context.WithTimeout(ctx, Timeout)
-		defer done()
-		began := time.Now()
-		err := c.o.Prober.Probe(pctx)
-		select {
-		case results <- result{took: time.Since(began), err: err}:
-		case <-ctx.Done():
-		}
-	}
-
 	var (
 		s        state
 		out      int       // probes not answered yet
@@ -141,30 +133,43 @@ func (c *Checker) Run(ctx context.Context) {
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// schedule sets the timer for the next probe: Retry after the latest
+	// one while in doubt (a result disagreed, or a passing check waits for
+	// an answer), else a period after it.
+	schedule := func() {
+		next := c.o.Period
+		if s.streak > 0 || s.passing && out > 0 {
+			next = c.retry
+		}
+		timer.Reset(time.Until(lastSent.Add(next)))
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 			lastSent = time.Now()
-			out++
-			wg.Go(probe)
-			// A passing check probes again after Retry unless this probe
-			// answers first and all is well: a probe that hangs is a doubt.
-			if s.passing || s.streak > 0 {
-				timer.Reset(c.retry)
+			wait, err := c.o.Prober.Probe()
+			if wait == nil {
+				c.record(&s, result{took: time.Since(lastSent), err: err})
 			} else {
-				timer.Reset(c.o.Period)
+				out++
+				began := lastSent
+				wg.Go(func() {
+					pctx, done := context.WithDeadline(ctx, began.Add(Timeout))
+					defer done()
+					err := wait(pctx)
+					select {
+					case results <- result{took: time.Since(began), err: err}:
+					case <-ctx.Done():
+					}
+				})
 			}
+			schedule()
 		case r := <-results:
 			out--
 			c.record(&s, r)
-			switch {
-			case s.streak > 0:
-				timer.Reset(time.Until(lastSent.Add(c.retry)))
-			case out == 0:
-				timer.Reset(time.Until(lastSent.Add(c.o.Period)))
-			}
+			schedule()
 		}
 	}
 }

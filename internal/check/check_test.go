@@ -48,11 +48,10 @@ func (s *service) count() int {
 	return s.probes
 }
 
-func (s *service) Probe(ctx context.Context) error {
+func (s *service) Probe() (func(ctx context.Context) error, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.probes++
-	s.out++
-	s.maxOut = max(s.maxOut, s.out)
 	m := s.mode
 	if s.next > 0 {
 		s.next--
@@ -68,20 +67,21 @@ func (s *service) Probe(ctx context.Context) error {
 			m = up
 		}
 	}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.out--
-		s.mu.Unlock()
-	}()
 	switch m {
 	case refused:
-		return errRefused
+		return nil, errRefused
 	case hung:
-		<-ctx.Done()
-		return ctx.Err()
+		s.out++
+		s.maxOut = max(s.maxOut, s.out)
+		return func(ctx context.Context) error {
+			<-ctx.Done()
+			s.mu.Lock()
+			s.out--
+			s.mu.Unlock()
+			return ctx.Err()
+		}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // reports records what keepalived was told, and when.
