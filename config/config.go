@@ -29,7 +29,7 @@ const (
 	DefaultCheckInterval = 2 * time.Second
 	// DefaultPortCheckInterval is the period of the built-in port check,
 	// chosen from measurements (see internal/check).
-	DefaultPortCheckInterval = 100 * time.Millisecond
+	DefaultPortCheckInterval = 150 * time.Millisecond
 	DefaultPreemptDelay      = 300 * time.Second
 	DefaultAdminEmail        = "root@localhost"
 	DefaultSMTPServer        = "127.0.0.1"
@@ -503,8 +503,8 @@ func checkInterval(p *problems, value string, check Check) time.Duration {
 }
 
 // The bounds of OPENSHIFT_HA_CHECK_INTERVAL. The built-in check's shortest
-// period is the interval at which it probes anyway while a result is in
-// doubt (internal/check).
+// period is about the interval at which it probes anyway while a result is
+// in doubt (internal/check).
 const (
 	minPortCheckInterval = 20 * time.Millisecond
 	maxCheckInterval     = 3600 * time.Second

@@ -87,7 +87,7 @@ func TestParseDefaults(t *testing.T) {
 		Name: "OpenShift-IPFailover", Scrubbed: "OpenShift_IPFailover",
 		VIPs:   addrs("192.0.2.1"),
 		Groups: []Group{{Index: 1, RouterID: 11, VIPs: addrs("192.0.2.1")}},
-		Check:  CheckPort, MonitorPort: 80, CheckInterval: 100 * time.Millisecond, Offset: 10, ReplicaCount: 2,
+		Check:  CheckPort, MonitorPort: 80, CheckInterval: 150 * time.Millisecond, Offset: 10, ReplicaCount: 2,
 		Preemption:  Preemption{Delay: 300 * time.Second},
 		AdminEmails: []string{"root@localhost"}, SMTPServer: "127.0.0.1",
 		AdvertInterval:   time.Second,

@@ -7,7 +7,7 @@
 // milliseconds.
 //
 // Timing. The check probes every period (OPENSHIFT_HA_CHECK_INTERVAL,
-// 100 ms unless set). While a result is in doubt, because a probe disagreed
+// 150 ms unless set). While a result is in doubt, because a probe disagreed
 // with the state or one has not answered within Retry, it probes every
 // Retry instead, without waiting for the probe still out. Fall failures in
 // a row make the check fail, Rise successes in a row make it pass. A probe
@@ -15,12 +15,12 @@
 // dropped SYN (a hung service) and a closed listener are all failures.
 //
 // So a service that stops is noticed within period + (Fall-1) × Retry
-// (240 ms at the defaults, 190 ms on average), a hung one within Timeout
+// (270 ms at the defaults, 195 ms on average), a hung one within Timeout
 // more. A service that loses one connection in ten at random starts a run
-// of failures about once a second, and one run in 10^(Fall-1) is Fall
-// long: the check fails about once in four months (3 × 10^-5 in five
-// minutes). While the service is healthy the check costs one connection per
-// period. The README's benchmark section has the measurements behind
+// of failures about 0.7 times a second, and one run in 10^(Fall-1) is Fall
+// long: the check fails about once in five years (2 × 10^-6 in five
+// minutes). While the service is healthy the check costs one connection
+// per period. The README's benchmark section has the measurements behind
 // these numbers.
 package check
 
@@ -35,7 +35,7 @@ import (
 // The check's timing, chosen from measurements (see the package comment).
 const (
 	// Retry is the probe interval while a result is in doubt.
-	Retry = 20 * time.Millisecond
+	Retry = 15 * time.Millisecond
 	// Timeout bounds one probe. Connecting to a local address takes well
 	// under a millisecond; on this project's 2-core machine with 4 busy
 	// loops it took 13 ms at the 99.9th percentile and 62 ms at worst.
@@ -44,7 +44,7 @@ const (
 	// Timeout/Retry + 1, the most probes that can be out at once, so that
 	// a program that was not scheduled for a while cannot fail the check
 	// with the timeouts of its own probes alone.
-	Fall = 8
+	Fall = 9
 	// Rise is how many successes in a row make the check pass again.
 	Rise = 3
 )

@@ -55,7 +55,7 @@ func TestPlanUsesTheNodesFacts(t *testing.T) {
 	if got := p.Config.CheckTarget(p.Node).String(); got != "192.0.2.12:80" {
 		t.Errorf("the check probes %s, not the node's own address", got)
 	}
-	if !strings.Contains(string(p.Text), "ipfailover connects to 192.0.2.12:80 every 100ms") {
+	if !strings.Contains(string(p.Text), "ipfailover connects to 192.0.2.12:80 every 150ms") {
 		t.Errorf("keepalived.conf does not say what the check probes:\n%s", p.Text)
 	}
 }

@@ -77,9 +77,9 @@ func TestFlakyServiceKeepsVIPs(t *testing.T) {
 	failures := probes(after, "failure") - probes(before, "failure")
 	successes := probes(after, "success") - probes(before, "success")
 	t.Logf("probes in %s: %d succeeded, %d failed", flakyFor, successes, failures)
-	// 10 probes a second at 100 ms; one in ten fails.
-	if successes < 500 || failures < 30 {
-		t.Errorf("the check probed %d times successfully and %d times in vain in %s, want about 600 and 60", successes, failures, flakyFor)
+	// 6.7 probes a second at 150 ms; one in ten fails.
+	if successes < 330 || failures < 20 {
+		t.Errorf("the check probed %d times successfully and %d times in vain in %s, want about 400 and 40", successes, failures, flakyFor)
 	}
 	if up := after.value("ipfailover_check_up", nil); up != 1 {
 		t.Errorf("ipfailover_check_up = %v on %s, want 1", up, victim.Name)
