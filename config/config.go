@@ -100,10 +100,6 @@ const (
 	CheckNone
 )
 
-func (c Check) String() string {
-	return [...]string{"port", "script", "none"}[c]
-}
-
 // Preemption is keepalived's preemption line.
 type Preemption struct {
 	// Never is nopreempt: a backup never takes over from a lower master.

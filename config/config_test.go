@@ -245,7 +245,7 @@ func TestCheckInterval(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.Check != tt.check || c.CheckInterval != tt.want {
-				t.Errorf("check %s every %s, want %s every %s", c.Check, c.CheckInterval, tt.check, tt.want)
+				t.Errorf("check %d every %s, want %d every %s", c.Check, c.CheckInterval, tt.check, tt.want)
 			}
 		})
 	}

@@ -215,7 +215,7 @@ func TestStopIsNoticed(t *testing.T) {
 // hung, do not fail the check.
 func TestFewFailuresKeepPassing(t *testing.T) {
 	for _, how := range []mode{refused, hung} {
-		t.Run(fmt.Sprint(how), func(t *testing.T) {
+		t.Run(how.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				svc := &service{}
 				rep := run(t, svc, 100*time.Millisecond)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ func TestCheckMetrics(t *testing.T) {
 	scrape := func() string {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", http.NoBody))
 		return rec.Body.String()
 	}
 	want := func(body string, lines ...string) {
@@ -69,7 +70,7 @@ func TestNoCheckMetricsWithoutCheck(t *testing.T) {
 	f := startFake(t, "two-master.json")
 	s := newServer(t, testOptions(newProcess(f.pid), f.dump))
 	rec := httptest.NewRecorder()
-	s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	s.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", http.NoBody))
 	if strings.Contains(rec.Body.String(), "ipfailover_check_") {
 		t.Error("ipfailover_check_* served without the built-in check")
 	}
