@@ -20,17 +20,22 @@ import (
 
 // Defaults, as the shipped image has them.
 const (
-	DefaultConfigName       = "OpenShift-IPFailover"
-	DefaultMonitorPort      = 80
-	DefaultOffset           = 10
-	DefaultReplicaCount     = 2
-	DefaultCheckInterval    = 2
-	DefaultPreemptDelay     = 300 * time.Second
-	DefaultAdminEmail       = "root@localhost"
-	DefaultSMTPServer       = "127.0.0.1"
-	DefaultKeepalivedConfig = "/etc/keepalived/keepalived.conf"
-	DefaultMetricsAddress   = ":9650"
-	DefaultAdvertInterval   = time.Second
+	DefaultConfigName   = "OpenShift-IPFailover"
+	DefaultMonitorPort  = 80
+	DefaultOffset       = 10
+	DefaultReplicaCount = 2
+	// DefaultCheckInterval is the period of a check keepalived runs: the
+	// user's script (and the no-op check of port 0), as the shipped image.
+	DefaultCheckInterval = 2 * time.Second
+	// DefaultPortCheckInterval is the period of the built-in port check,
+	// chosen from measurements (see internal/check).
+	DefaultPortCheckInterval = 150 * time.Millisecond
+	DefaultPreemptDelay      = 300 * time.Second
+	DefaultAdminEmail        = "root@localhost"
+	DefaultSMTPServer        = "127.0.0.1"
+	DefaultKeepalivedConfig  = "/etc/keepalived/keepalived.conf"
+	DefaultMetricsAddress    = ":9650"
+	DefaultAdvertInterval    = time.Second
 )
 
 // Raw holds the variables as the environment gives them. envconfig fills
@@ -85,17 +90,15 @@ func FromEnv() (Raw, error) {
 type Check int
 
 const (
-	// CheckPort connects to the node's own address on MonitorPort.
+	// CheckPort connects to the node's own address on MonitorPort. The
+	// program runs it (internal/check) and tells keepalived the result
+	// through a file keepalived watches.
 	CheckPort Check = iota
-	// CheckScript runs the user's script.
+	// CheckScript runs the user's script under keepalived.
 	CheckScript
 	// CheckNone always passes (MonitorPort 0).
 	CheckNone
 )
-
-func (c Check) String() string {
-	return [...]string{"port", "script", "none"}[c]
-}
 
 // Preemption is keepalived's preemption line.
 type Preemption struct {
@@ -126,11 +129,15 @@ type Config struct {
 	// Groups are the VIP groups in instance order, with their router ids.
 	Groups []Group
 	// Interface is OPENSHIFT_HA_NETWORK_INTERFACE; empty means autodetect.
-	Interface     string
-	Check         Check
-	MonitorPort   uint16
-	CheckScript   string
-	CheckInterval int
+	Interface   string
+	Check       Check
+	MonitorPort uint16
+	CheckScript string
+	// CheckInterval is the check's period: OPENSHIFT_HA_CHECK_INTERVAL, or
+	// DefaultPortCheckInterval for the built-in port check and
+	// DefaultCheckInterval for a check keepalived runs. Whole seconds
+	// unless Check is CheckPort.
+	CheckInterval time.Duration
 	NotifyScript  string
 	Offset        int
 	Excluded      []RouterID
@@ -213,7 +220,6 @@ func Parse(r Raw) (*Config, error) {
 	c.Offset = intVar(&p, "OPENSHIFT_HA_VRRP_ID_OFFSET", r.Offset, DefaultOffset, 0, 254)
 	c.Excluded = excludedIDs(&p, r)
 	c.ReplicaCount = intVar(&p, "OPENSHIFT_HA_REPLICA_COUNT", r.ReplicaCount, DefaultReplicaCount, 1, 255)
-	c.CheckInterval = intVar(&p, "OPENSHIFT_HA_CHECK_INTERVAL", r.CheckInterval, DefaultCheckInterval, 1, 3600)
 
 	switch {
 	case c.CheckScript != "":
@@ -224,6 +230,7 @@ func Parse(r Raw) (*Config, error) {
 	default:
 		c.Check = CheckPort
 	}
+	c.CheckInterval = checkInterval(&p, r.CheckInterval, c.Check)
 	if c.NotifyScript != "" {
 		scriptVar(&p, "OPENSHIFT_HA_NOTIFY_SCRIPT", c.NotifyScript)
 	}
@@ -332,6 +339,19 @@ func (c *Config) CheckScriptName() string {
 	return "chk_" + strings.ReplaceAll(c.Name, "-", "_")
 }
 
+// CheckTarget is where the built-in port check connects: the node's own
+// address, IPv4 when it has one, on MonitorPort.
+func (c *Config) CheckTarget(node Node) netip.AddrPort {
+	addr := node.Addr4
+	if !addr.IsValid() {
+		addr = node.Addr6
+	}
+	if !addr.IsValid() {
+		addr = c.VIPs[0] // no address of its own: nothing better to probe
+	}
+	return netip.AddrPortFrom(addr, c.MonitorPort)
+}
+
 var (
 	tokenRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,15}$`)
@@ -342,6 +362,8 @@ var (
 	// backslashes, braces, comment or variable characters, no control bytes.
 	scriptRE = regexp.MustCompile(`^/[A-Za-z0-9_.,+=@%/: -]*$`)
 	advertRE = regexp.MustCompile(`^(\d{1,3})(?:\.(\d{1,2}))?$`)
+	// intervalRE is seconds with at most hundredths.
+	intervalRE = regexp.MustCompile(`^(\d{1,4})(?:\.(\d{1,2}))?$`)
 )
 
 func or(v, def string) string {
@@ -441,6 +463,48 @@ func advertInterval(p *problems, value string) time.Duration {
 	p.add("OPENSHIFT_HA_ADVERT_INTERVAL", value, "must be whole seconds 1..255, or a fraction 0.01..40.95 in hundredths (VRRPv3); every node must use the same value")
 	return DefaultAdvertInterval
 }
+
+// checkInterval reads OPENSHIFT_HA_CHECK_INTERVAL: seconds, as the shipped
+// image reads it. The built-in port check also takes hundredths (it runs
+// in this program); keepalived runs a script in whole seconds only.
+func checkInterval(p *problems, value string, check Check) time.Duration {
+	def := DefaultCheckInterval
+	if check == CheckPort {
+		def = DefaultPortCheckInterval
+	}
+	if value == "" {
+		return def
+	}
+	m := intervalRE.FindStringSubmatch(strings.TrimSpace(value))
+	if m != nil {
+		whole, _ := strconv.Atoi(m[1])
+		frac, _ := strconv.Atoi((m[2] + "00")[:2])
+		d := time.Duration(whole)*time.Second + time.Duration(frac)*10*time.Millisecond
+		switch {
+		case check == CheckPort && d >= minPortCheckInterval && d <= maxCheckInterval:
+			return d
+		case frac == 0 && whole >= 1 && d <= maxCheckInterval:
+			return d
+		}
+	}
+	switch check {
+	case CheckPort:
+		p.add("OPENSHIFT_HA_CHECK_INTERVAL", value, "must be seconds 0.02..3600, in hundredths at most (e.g. 0.1 or 2)")
+	case CheckScript:
+		p.add("OPENSHIFT_HA_CHECK_INTERVAL", value, "must be whole seconds 1..3600: keepalived runs OPENSHIFT_HA_CHECK_SCRIPT at most once a second")
+	default:
+		p.add("OPENSHIFT_HA_CHECK_INTERVAL", value, "must be whole seconds 1..3600")
+	}
+	return def
+}
+
+// The bounds of OPENSHIFT_HA_CHECK_INTERVAL. The built-in check's shortest
+// period is about the interval at which it probes anyway while a result is
+// in doubt (internal/check).
+const (
+	minPortCheckInterval = 20 * time.Millisecond
+	maxCheckInterval     = 3600 * time.Second
+)
 
 func unicast(p *problems, use, peers string) (bool, []netip.Addr) {
 	var list []netip.Addr

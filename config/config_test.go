@@ -87,7 +87,7 @@ func TestParseDefaults(t *testing.T) {
 		Name: "OpenShift-IPFailover", Scrubbed: "OpenShift_IPFailover",
 		VIPs:   addrs("192.0.2.1"),
 		Groups: []Group{{Index: 1, RouterID: 11, VIPs: addrs("192.0.2.1")}},
-		Check:  CheckPort, MonitorPort: 80, CheckInterval: 2, Offset: 10, ReplicaCount: 2,
+		Check:  CheckPort, MonitorPort: 80, CheckInterval: 150 * time.Millisecond, Offset: 10, ReplicaCount: 2,
 		Preemption:  Preemption{Delay: 300 * time.Second},
 		AdminEmails: []string{"root@localhost"}, SMTPServer: "127.0.0.1",
 		AdvertInterval:   time.Second,
@@ -129,7 +129,7 @@ func TestParseEveryVariable(t *testing.T) {
 		{"unicast", c.Unicast, true},
 		{"chain", c.IPTablesChain, "INPUT"},
 		{"nft", c.NFTables, true},
-		{"interval", c.CheckInterval, 5},
+		{"interval", c.CheckInterval, 5 * time.Second},
 		{"preemption", c.Preemption.String(), "nopreempt"},
 		{"emails", c.AdminEmails, []string{"a@example.com", "b@example.org"}},
 		{"smtp", c.SMTPServer, "smtp.example.com"},
@@ -184,6 +184,12 @@ func TestParseRefuses(t *testing.T) {
 		{"notify script bang", func(r *Raw) { r.NotifyScript = "/x.sh!" }, "OPENSHIFT_HA_NOTIFY_SCRIPT"},
 		{"notify script dollar", func(r *Raw) { r.NotifyScript = "/x.sh $HOME" }, "OPENSHIFT_HA_NOTIFY_SCRIPT"},
 		{"interval zero", func(r *Raw) { r.CheckInterval = "0" }, "OPENSHIFT_HA_CHECK_INTERVAL"},
+		{"interval below the retry", func(r *Raw) { r.CheckInterval = "0.01" }, `OPENSHIFT_HA_CHECK_INTERVAL="0.01": must be seconds 0.02..3600`},
+		{"interval thousandths", func(r *Raw) { r.CheckInterval = "0.125" }, "OPENSHIFT_HA_CHECK_INTERVAL"},
+		{"interval too long", func(r *Raw) { r.CheckInterval = "3601" }, "OPENSHIFT_HA_CHECK_INTERVAL"},
+		{"interval unit", func(r *Raw) { r.CheckInterval = "100ms" }, "OPENSHIFT_HA_CHECK_INTERVAL"},
+		{"interval fraction for a script", func(r *Raw) { r.CheckInterval, r.CheckScript = "0.5", "/bin/true" }, `OPENSHIFT_HA_CHECK_INTERVAL="0.5": must be whole seconds 1..3600: keepalived runs OPENSHIFT_HA_CHECK_SCRIPT`},
+		{"interval fraction without a check", func(r *Raw) { r.CheckInterval, r.MonitorPort = "1.5", "0" }, `OPENSHIFT_HA_CHECK_INTERVAL="1.5": must be whole seconds 1..3600`},
 		{"preemption typo", func(r *Raw) { r.Preemption = "preempt_delay" }, `OPENSHIFT_HA_PREEMPTION="preempt_delay"`},
 		{"preemption other", func(r *Raw) { r.Preemption = "preempt" }, "OPENSHIFT_HA_PREEMPTION"},
 		{"preemption big", func(r *Raw) { r.Preemption = "preempt_delay 5000" }, "OPENSHIFT_HA_PREEMPTION"},
@@ -207,6 +213,62 @@ func TestParseRefuses(t *testing.T) {
 			_, err := Parse(r)
 			if err == nil || !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("Parse = %v, want an error with %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+// TestCheckInterval: OPENSHIFT_HA_CHECK_INTERVAL keeps its meaning (a
+// period in seconds) where it is set; unset, the built-in port check runs
+// at its sub-second default and a check keepalived runs at the shipped 2 s.
+func TestCheckInterval(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		raw   Raw
+		check Check
+		want  time.Duration
+	}{
+		{name: "port check default", raw: Raw{}, check: CheckPort, want: DefaultPortCheckInterval},
+		{name: "port check set", raw: Raw{CheckInterval: "2"}, check: CheckPort, want: 2 * time.Second},
+		{name: "port check tenths", raw: Raw{CheckInterval: "0.5"}, check: CheckPort, want: 500 * time.Millisecond},
+		{name: "port check hundredths", raw: Raw{CheckInterval: "1.25"}, check: CheckPort, want: 1250 * time.Millisecond},
+		{name: "port check shortest", raw: Raw{CheckInterval: "0.02"}, check: CheckPort, want: 20 * time.Millisecond},
+		{name: "port check longest", raw: Raw{CheckInterval: "3600"}, check: CheckPort, want: time.Hour},
+		{name: "script default", raw: Raw{CheckScript: "/bin/true"}, check: CheckScript, want: 2 * time.Second},
+		{name: "script set", raw: Raw{CheckScript: "/bin/true", CheckInterval: "7"}, check: CheckScript, want: 7 * time.Second},
+		{name: "no check default", raw: Raw{MonitorPort: "0"}, check: CheckNone, want: 2 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.raw.VirtualIPs = "192.0.2.1"
+			c, err := Parse(tt.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Check != tt.check || c.CheckInterval != tt.want {
+				t.Errorf("check %d every %s, want %d every %s", c.Check, c.CheckInterval, tt.check, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckTarget(t *testing.T) {
+	c, err := Parse(Raw{VirtualIPs: "192.0.2.100", MonitorPort: "8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4, v6 := netip.MustParseAddr("192.0.2.11"), netip.MustParseAddr("2001:db8::11")
+	for _, tt := range []struct {
+		name string
+		node Node
+		want string
+	}{
+		{"dual stack: IPv4", Node{Addr4: v4, Addr6: v6}, "192.0.2.11:8080"},
+		{"IPv6 only", Node{Addr6: v6}, "[2001:db8::11]:8080"},
+		{"no address of its own", Node{}, "192.0.2.100:8080"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := c.CheckTarget(tt.node).String(); got != tt.want {
+				t.Errorf("CheckTarget = %s, want %s", got, tt.want)
 			}
 		})
 	}

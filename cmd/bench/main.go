@@ -1,8 +1,9 @@
 // Command bench measures ipfailover in a three-node cluster of network
-// namespaces: failover times against their VRRP limits, rollouts, startup, scrape
-// latency, memory and a 254-VIP scale run. It prints one table and writes
-// the figures to out/bench.json for comparison between commits, and the
-// README's table, with the commit and machine, to out/bench.md. It needs
+// namespaces: failover times against their VRRP limits, rollouts, startup,
+// scrape latency, memory, CPU at rest and a 254-VIP scale run. It prints one
+// table and writes the figures to out/bench.json for comparison between
+// commits, and the README's table, with the commit and machine, to
+// out/bench.md. It needs
 // root, builds ./cmd/ipfailover itself and removes every namespace and
 // process it made, also on Ctrl-C.
 package main
@@ -39,10 +40,11 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	scale := flag.Bool("scale", true, "add the 254-VIP scale rows")
 	out := flag.String("out", "out/bench.json", "where to write the figures as JSON (empty: nowhere)")
 	scrapeFor := flag.Duration("scrape-for", 3*time.Second, "how long the scrapers run")
+	cpuFor := flag.Duration("cpu-for", 10*time.Second, "how long each CPU row measures a fleet at rest")
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, scrape, scale (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, scrape, cpu, scale (default all)")
 	var nodeEnv envList
 	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
 	debug := flag.Bool("debug", false, "log every change of the VIP holders while a fleet converges")
@@ -51,7 +53,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		level.Set(slog.LevelDebug)
 	}
 	if *quick {
-		*rounds, *scale, *scrapeFor = 1, false, time.Second
+		*rounds, *scale, *scrapeFor, *cpuFor = 1, false, time.Second, 3*time.Second
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the bench builds network namespaces: run it as root")
@@ -92,7 +94,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		}
 	}
 
-	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, Poll: *poll, Log: log}
+	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, CPUFor: *cpuFor, Poll: *poll, Log: log}
 	if *only != "" {
 		o.Phases = strings.Split(*only, ",")
 	}

@@ -22,8 +22,7 @@ import (
 var settings = [][2]string{
 	{"OPENSHIFT_HA_CONFIG_NAME=demo", "names the VRRP instances demo_VIP_1..3"},
 	{"OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100-102", "three VIPs, one VRRP instance each"},
-	{"OPENSHIFT_HA_MONITOR_PORT=8080", "keepalived checks the web service with a TCP connect..."},
-	{"OPENSHIFT_HA_CHECK_INTERVAL=1", "...every second"},
+	{"OPENSHIFT_HA_MONITOR_PORT=8080", "ipfailover checks the web service with a TCP connect"},
 	{"OPENSHIFT_HA_REPLICA_COUNT=3", "three pods: spreads the preferred nodes"},
 	{"OPENSHIFT_HA_IPTABLES_CHAIN=INPUT", "accept VRRP (224.0.0.18) in the node's firewall"},
 }

@@ -57,7 +57,7 @@ func main() {
 }
 
 // serve is the monitored service of a node: it answers every request with
-// the node's name. The node's keepalived checks it with a TCP connect.
+// the node's name. The node's ipfailover checks it with a TCP connect.
 func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", ":8080", "address to listen on")

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/check"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
 
@@ -112,9 +114,10 @@ func (d *demo) serviceFails(ctx context.Context) error {
 		return fmt.Errorf("%s has no single holder: %v", d.vips[0], h)
 	}
 	moving := h.held(victim)
-	d.say("Killing the web service on %s, which holds %s. keepalived's check (a TCP connect to", victim.Name, addrList(moving))
-	d.say("%s:%d every second) fails, %s's instances go to FAULT and drop their VIPs, and the", victim.Addr4, servicePort, victim.Name)
-	d.say("node with the next highest priority takes each VIP over.")
+	d.say("Killing the web service on %s, which holds %s. ipfailover's check connects to %s:%d", victim.Name, addrList(moving), victim.Addr4, servicePort)
+	d.say("every %s (OPENSHIFT_HA_CHECK_INTERVAL unset), every %s once a connect fails; %d failures", ms(config.DefaultPortCheckInterval), ms(check.Retry), check.Fall)
+	d.say("in a row and it tells keepalived (a file keepalived watches), whose instances on %s go", victim.Name)
+	d.say("to FAULT and drop their VIPs; the node with the next highest priority takes each over.")
 	start := time.Now()
 	d.stopped[d.svc[victim]] = true
 	if err := d.svc[victim].Kill(); err != nil {
@@ -125,7 +128,7 @@ func (d *demo) serviceFails(ctx context.Context) error {
 		return err
 	}
 	d.printMoves(moves)
-	d.summary = append(d.summary, fmt.Sprintf("%-48s %s (check every 1 s)", "service killed to its VIP up on another node:", ms(slowest(moves))))
+	d.summary = append(d.summary, fmt.Sprintf("%-48s %s (check every %s; the shipped image's: 1.7-1.9 s)", "service killed to its VIP up on another node:", ms(slowest(moves)), ms(config.DefaultPortCheckInterval)))
 	s, err := d.settle(ctx, 10*time.Second, func(s snapshot) string {
 		for in, st := range s.metrics[victim].State {
 			if st != "FAULT" {

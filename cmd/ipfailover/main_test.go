@@ -148,7 +148,8 @@ func TestRender(t *testing.T) {
 	}
 	for _, want := range []string{
 		"vrrp_instance OpenShift_IPFailover_VIP_1 {", "interface eth0", "virtual_router_id 11", "virtual_router_id 12",
-		"unicast_src_ip 192.0.2.11", "192.0.2.12\n", "192.0.2.100 dev eth0", "/dev/tcp/192.0.2.11/80",
+		"unicast_src_ip 192.0.2.11", "192.0.2.12\n", "192.0.2.100 dev eth0",
+		"ipfailover connects to 192.0.2.11:80 every 150ms", "track_file chk_OpenShift_IPFailover {", "file /run/ipfailover/check",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("render output lacks %q:\n%s", want, out)

@@ -48,6 +48,14 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		return err
 	}
 	log.Info("wrote keepalived configuration", "path", cfg.KeepalivedConfig, "bytes", len(p.Text))
+	chk, err := newPortCheck(p, log)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	checkCtx, stopChecking := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopChecking()
+	wg.Go(func() { chk.run(checkCtx) })
 
 	reaper := supervisor.NewReaper(log)
 	reapCtx, stopReaping := context.WithCancel(context.WithoutCancel(ctx))
@@ -69,13 +77,13 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		KeepalivedBinary: binary,
 		VIPs:             nl,
 		Version:          version,
+		Check:            chk.metricsOrNil(),
 		Logger:           log,
 	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
-	var wg sync.WaitGroup
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	wg.Go(func() {
 		if err := srv.ListenAndServe(serveCtx); err != nil {
@@ -92,10 +100,11 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		case <-supervised.Done():
 		}
 	})
-	wg.Go(func() { reloadOnSignal(supervised, log, hup, nl, sup) })
+	wg.Go(func() { reloadOnSignal(supervised, log, hup, nl, sup, chk) })
 
 	runErr := sup.Run(ctx)
 	endSupervision()
+	stopChecking()
 	srv.SetReady(false)
 
 	// keepalived is gone: it removed its VIPs as it stopped, unless it died
@@ -116,9 +125,10 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 
 // reloadOnSignal plans again on SIGHUP (the settings, which re-reads
 // /etc/sysconfig/keepalived; the node's interface and addresses; the
-// scripts), rewrites keepalived.conf and reloads keepalived. A plan that no
-// longer validates is logged and the running configuration kept.
-func reloadOnSignal(ctx context.Context, log *slog.Logger, hup <-chan os.Signal, nl *host.Netlink, sup *supervisor.Supervisor) {
+// scripts), rewrites keepalived.conf, points the built-in check at the
+// node's address and reloads keepalived. A plan that no longer validates
+// is logged and the running configuration kept.
+func reloadOnSignal(ctx context.Context, log *slog.Logger, hup <-chan os.Signal, nl *host.Netlink, sup *supervisor.Supervisor, chk *portCheck) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -134,6 +144,7 @@ func reloadOnSignal(ctx context.Context, log *slog.Logger, hup <-chan os.Signal,
 			log.Error("reload failed", "error", err)
 			continue
 		}
+		chk.replan(p)
 		if err := sup.Reload(); err != nil {
 			log.Error("reload failed", "error", err)
 			continue

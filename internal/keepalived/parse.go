@@ -18,9 +18,11 @@ type Conf struct {
 	AdvertInt time.Duration
 	// V3 is vrrp_version 3: the skew then scales with the advert interval.
 	V3 bool
-	// CheckInterval is the vrrp_script's interval.
+	// CheckInterval is the vrrp_script's interval (0 for a track_file).
 	CheckInterval time.Duration
-	Instances     []ConfInstance
+	// CheckFile is the track_file's file: ipfailover's built-in check.
+	CheckFile string
+	Instances []ConfInstance
 }
 
 // ConfInstance is one vrrp_instance of a Conf.
@@ -66,6 +68,8 @@ func Parse(text []byte) (*Conf, error) {
 				return nil, bad(err)
 			}
 			c.CheckInterval = d
+		case f[0] == "file" && len(f) >= 2 && cur == nil:
+			c.CheckFile = f[1]
 		case cur == nil:
 		case f[0] == "state" && len(f) >= 2:
 			cur.Master = f[1] == "MASTER"

@@ -30,11 +30,16 @@ var tmpl = template.Must(template.New("keepalived.conf").
 
 // data is what the template sees.
 type data struct {
-	Emails        []string
-	SMTPServer    string
-	RouterID      string
-	VRRPv3        bool
-	CheckName     string
+	Emails     []string
+	SMTPServer string
+	RouterID   string
+	VRRPv3     bool
+	CheckName  string
+	// CheckFile, CheckTarget and CheckPeriod describe the built-in port
+	// check; CheckCommand and CheckInterval a check keepalived runs.
+	CheckFile     string
+	CheckTarget   string
+	CheckPeriod   string
 	CheckCommand  string
 	CheckInterval int
 	AdvertInt     string
@@ -48,16 +53,24 @@ type data struct {
 // instances (from c.Instances(node)).
 func Render(c *config.Config, node config.Node, instances []config.Instance) ([]byte, error) {
 	d := data{
-		Emails:        c.AdminEmails,
-		SMTPServer:    c.SMTPServer,
-		RouterID:      c.Scrubbed,
-		CheckName:     c.CheckScriptName(),
-		CheckCommand:  CheckCommand(c, node),
-		CheckInterval: c.CheckInterval,
-		Preemption:    c.Preemption.String(),
-		AuthPass:      c.Name,
-		Notify:        c.NotifyScript,
-		Instances:     instances,
+		Emails:     c.AdminEmails,
+		SMTPServer: c.SMTPServer,
+		RouterID:   c.Scrubbed,
+		CheckName:  c.CheckScriptName(),
+		Preemption: c.Preemption.String(),
+		AuthPass:   c.Name,
+		Notify:     c.NotifyScript,
+		Instances:  instances,
+	}
+	switch c.Check {
+	case config.CheckPort:
+		d.CheckFile = CheckFile
+		d.CheckTarget = c.CheckTarget(node).String()
+		d.CheckPeriod = c.CheckInterval.String()
+	case config.CheckScript:
+		d.CheckCommand, d.CheckInterval = c.CheckScript, int(c.CheckInterval/time.Second)
+	default:
+		d.CheckCommand, d.CheckInterval = "/bin/true", int(c.CheckInterval/time.Second)
 	}
 	if c.AdvertInterval != config.DefaultAdvertInterval {
 		d.AdvertInt = AdvertInt(c.AdvertInterval)
@@ -72,24 +85,10 @@ func Render(c *config.Config, node config.Node, instances []config.Instance) ([]
 	return b.Bytes(), nil
 }
 
-// CheckCommand is what the vrrp_script runs: the user's script, a TCP
-// connect to the node's own address on the monitor port, or "true".
-func CheckCommand(c *config.Config, node config.Node) string {
-	switch c.Check {
-	case config.CheckScript:
-		return c.CheckScript
-	case config.CheckNone:
-		return "/bin/true"
-	}
-	addr := node.Addr4
-	if !addr.IsValid() {
-		addr = node.Addr6
-	}
-	if !addr.IsValid() {
-		addr = c.VIPs[0] // no address of its own: nothing better to probe
-	}
-	return fmt.Sprintf("/bin/bash -c '</dev/tcp/%s/%d'", addr, c.MonitorPort)
-}
+// CheckFile is where ipfailover's built-in check writes its result for
+// keepalived: 1 when the check passes, 0 when it fails. keepalived watches
+// it with inotify (track_file, "weight 0 reverse": 0, or no file, is FAULT).
+const CheckFile = "/run/ipfailover/check"
 
 // AdvertInt formats an advert interval as keepalived reads it: whole
 // seconds, or seconds with hundredths.

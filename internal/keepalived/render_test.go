@@ -134,9 +134,13 @@ func TestParseReadsWhatRenderWrote(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := &keepalived.Conf{
-				AdvertInt:     cfg.AdvertInterval,
-				V3:            cfg.AdvertInterval%time.Second != 0,
-				CheckInterval: time.Duration(cfg.CheckInterval) * time.Second,
+				AdvertInt: cfg.AdvertInterval,
+				V3:        cfg.AdvertInterval%time.Second != 0,
+			}
+			if cfg.Check == config.CheckPort {
+				want.CheckFile = keepalived.CheckFile
+			} else {
+				want.CheckInterval = cfg.CheckInterval
 			}
 			for _, in := range ins {
 				want.Instances = append(want.Instances, keepalived.ConfInstance{

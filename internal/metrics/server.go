@@ -54,6 +54,9 @@ type Options struct {
 	// Version of this program, for ipfailover_build_info.
 	Version string
 
+	// Check, when set, serves the built-in check's series.
+	Check *CheckMetrics
+
 	// Signal is keepalived's JSON dump signal; 0 asks KeepalivedBinary once, at the first
 	// scrape.
 	Signal syscall.Signal
@@ -109,6 +112,11 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("registering the collector: %w", err)
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.Check != nil {
+		if err := reg.Register(o.Check); err != nil {
+			return nil, fmt.Errorf("registering the check's metrics: %w", err)
+		}
+	}
 
 	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, log: o.Logger}
 	mux := http.NewServeMux()

@@ -187,10 +187,23 @@ func (p *Plan) Log(log *slog.Logger, w io.Writer) {
 		"config_name", c.Name, "interface", p.Node.Interface,
 		"node_ipv4", addrOrNone(p.Node.Addr4), "node_ipv6", addrOrNone(p.Node.Addr6),
 		"vips", len(c.VIPs), "instances", len(p.Instances), "mode", p.Mode(),
-		"check", c.Check.String(), "preemption", c.Preemption.String(),
+		"check", p.checkDescription(), "preemption", c.Preemption.String(),
 		"advert_interval", keepalived.AdvertInt(c.AdvertInterval), "config_file", c.KeepalivedConfig,
 		"keepalived_flags", strings.Join(c.KeepalivedFlags, " "))
 	fmt.Fprint(w, b.String())
+}
+
+// checkDescription says what decides that this node may hold VIPs, and
+// how often it is asked.
+func (p *Plan) checkDescription() string {
+	c := p.Config
+	switch c.Check {
+	case config.CheckPort:
+		return fmt.Sprintf("TCP connect to %s every %s (ipfailover)", c.CheckTarget(p.Node), c.CheckInterval)
+	case config.CheckScript:
+		return fmt.Sprintf("%s every %s (keepalived)", c.CheckScript, c.CheckInterval)
+	}
+	return "none (OPENSHIFT_HA_MONITOR_PORT=0)"
 }
 
 // Mode is "unicast" or "multicast".

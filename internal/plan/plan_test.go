@@ -52,8 +52,11 @@ func TestPlanUsesTheNodesFacts(t *testing.T) {
 	if len(p.Instances) != 2 || p.Instances[0].Interface != "eth0" {
 		t.Errorf("instances = %+v, want two on eth0", p.Instances)
 	}
-	if !strings.Contains(string(p.Text), "/dev/tcp/192.0.2.12/80") {
-		t.Errorf("the check does not probe the node's own address:\n%s", p.Text)
+	if got := p.Config.CheckTarget(p.Node).String(); got != "192.0.2.12:80" {
+		t.Errorf("the check probes %s, not the node's own address", got)
+	}
+	if !strings.Contains(string(p.Text), "ipfailover connects to 192.0.2.12:80 every 150ms") {
+		t.Errorf("keepalived.conf does not say what the check probes:\n%s", p.Text)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/check"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
@@ -45,8 +49,11 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "scrape" and "scale" (Scale still gates the last); empty runs all.
+	// "scrape", "cpu" and "scale" (Scale still gates the last, and the
+	// 254-VIP CPU rows); empty runs all.
 	Phases []string
+	// CPUFor is how long each CPU row measures a fleet at rest.
+	CPUFor time.Duration
 	// NodeEnv is added to every node's environment (GOGC=50, say, to try
 	// a change without rebuilding).
 	NodeEnv []string
@@ -66,6 +73,15 @@ const (
 	moveTimeout = 20 * time.Second
 	// convergeTimeout bounds the wait for a fleet to converge.
 	convergeTimeout = 60 * time.Second
+	// checkMoves is how many failed-check moves of the built-in check
+	// each round measures (each on a fresh fleet).
+	checkMoves = 2
+	// scriptInterval is the shipped image's check interval, at which the
+	// keepalived script rows run.
+	scriptInterval = "2"
+	// nodeAddr in a node's environment is replaced by the node's IPv4
+	// address.
+	nodeAddr = "{node}"
 )
 
 // The shipped image's figures, measured on the same kind of cluster.
@@ -80,6 +96,8 @@ const (
 	scaleVIPs        = "198.51.100.1-254"
 	smallVIPs        = "198.51.100.1-3"
 	targetGraceful   = 0.1
+	targetCheck      = 0.300
+	targetCheckWorst = 0.500
 	targetStartup    = 0.065
 	targetScrape     = 0.010
 	targetRSS        = 18.8
@@ -140,6 +158,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.ScrapeFor <= 0 {
 		o.ScrapeFor = 3 * time.Second
 	}
+	if o.CPUFor <= 0 {
+		o.CPUFor = 10 * time.Second
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -148,8 +169,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, c: c, svc: map[*lab.Node]*Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}}
+	r := &runner{o: o, c: c, svc: map[*lab.Node]*Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}}
 	defer r.close()
+	if r.script, err = writeCheckScript(filepath.Dir(o.Binary)); err != nil {
+		return nil, err
+	}
 	if r.w, err = NewWatcher(c.Nodes); err != nil {
 		return nil, err
 	}
@@ -172,11 +196,14 @@ type runner struct {
 	w       *Watcher
 	svc     map[*lab.Node]*Service
 	crashed map[*lab.Node]bool
+	// script is the shipped image's TCP check as a script file.
+	script string
 
 	mu         sync.Mutex
 	resolution time.Duration
 	samples    map[string][]Sample
 	sizes      map[string][]int64
+	cpu        map[string][]cpuSample
 	startRes   time.Duration
 	notes      []string
 }
@@ -185,6 +212,7 @@ type runner struct {
 const (
 	rowGraceful    = "graceful handover (SIGTERM)"
 	rowCheck       = "failed-check move"
+	rowCheckScript = "failed-check move, keepalived script check every 2 s"
 	rowCrash       = "crash move"
 	rowCrashFast   = "crash move at advert_int 0.1"
 	rowConverge    = "first convergence, 3 VIPs"
@@ -271,8 +299,13 @@ func (r *runner) measure(ctx context.Context) error {
 		if err := r.graceful(ctx, small, vip); err != nil {
 			return fmt.Errorf("graceful handover: %w", err)
 		}
-		if err := r.failedCheck(ctx, small, vip); err != nil {
-			return fmt.Errorf("failed-check move: %w", err)
+		for i := range checkMoves {
+			if err := r.failedCheck(ctx, Env(), small, small[(round*checkMoves+i)%len(small)], rowCheck); err != nil {
+				return fmt.Errorf("failed-check move: %w", err)
+			}
+		}
+		if err := r.failedCheck(ctx, Env(r.scriptCheck()...), small, vip, rowCheckScript); err != nil {
+			return fmt.Errorf("failed-check move with a script: %w", err)
 		}
 		if err := r.crash(ctx, Env(), small, vip, rowConverge, rowCrash); err != nil {
 			return fmt.Errorf("crash move: %w", err)
@@ -294,6 +327,11 @@ func (r *runner) measure(ctx context.Context) error {
 	if r.o.phase("scrape") {
 		if err := r.scrape(ctx, small); err != nil {
 			return fmt.Errorf("scrape: %w", err)
+		}
+	}
+	if r.o.phase("cpu") {
+		if err := r.cpuAtRest(ctx); err != nil {
+			return fmt.Errorf("cpu: %w", err)
 		}
 	}
 	if r.o.Scale && r.o.phase("scale") {
@@ -343,7 +381,7 @@ func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row
 	for i, n := range r.c.Nodes {
 		outs[i] = r.prefixed(n, "Entering BACKUP STATE")
 		out := lab.NewOutput(outs[i])
-		p, err := n.Start(ctx, argv, env, out)
+		p, err := n.Start(ctx, argv, forNode(env, n), out)
 		if err != nil {
 			r.stop(f)
 			return nil, err
@@ -556,23 +594,86 @@ func (r *runner) graceful(ctx context.Context, vips []netip.Addr, vip netip.Addr
 	return nil
 }
 
-func (r *runner) failedCheck(ctx context.Context, vips []netip.Addr, vip netip.Addr) error {
-	f, err := r.start(ctx, Env(), vips, rowConverge)
+// failedCheck stops the service on the holder of vip and times the move
+// of its VIPs, with env's check: the built-in one, or a script keepalived
+// runs.
+func (r *runner) failedCheck(ctx context.Context, env []string, vips []netip.Addr, vip netip.Addr, row string) error {
+	f, err := r.start(ctx, env, vips, rowConverge)
 	if err != nil {
 		return err
 	}
 	defer r.stop(f)
 	holder := f.at.Holder(vip)
+	env = append(slices.Clone(env), r.o.NodeEnv...)
 	// A service fails at any moment of the check's period: act at a
 	// random phase, not at a fixed delay after the start.
-	if err := randomPhase(ctx, f.confs[holder.Name].CheckInterval); err != nil {
+	if err := randomPhase(ctx, checkPeriod(f.confs[holder.Name], env)); err != nil {
 		return err
 	}
 	svc := r.svc[holder]
 	delete(r.svc, holder)
 	t0 := time.Now()
 	svc.Stop()
-	return r.move(ctx, f, holder, t0, rowCheck, func(c *keepalived.Conf, prio int) time.Duration { return c.CheckInterval + c.Skew(prio) })
+	return r.move(ctx, f, holder, t0, row, func(c *keepalived.Conf, prio int) time.Duration {
+		return checkBound(c, env) + c.Skew(prio)
+	})
+}
+
+// checkPeriod is the period of c's check: the vrrp_script's interval, or
+// the built-in check's OPENSHIFT_HA_CHECK_INTERVAL.
+func checkPeriod(c *keepalived.Conf, env []string) time.Duration {
+	if c.CheckFile == "" {
+		return c.CheckInterval
+	}
+	period := config.DefaultPortCheckInterval
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "OPENSHIFT_HA_CHECK_INTERVAL="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {
+				period = time.Duration(f * float64(time.Second))
+			}
+		}
+	}
+	return period
+}
+
+// checkBound is the longest a check takes to notice a stopped service:
+// a script's interval; a period of the built-in check and Fall-1 probes
+// Retry apart.
+func checkBound(c *keepalived.Conf, env []string) time.Duration {
+	if c.CheckFile == "" {
+		return c.CheckInterval
+	}
+	return checkPeriod(c, env) + (check.Fall-1)*check.Retry
+}
+
+// scriptCheck is the environment of the shipped image's check: bash's
+// /dev/tcp to the node's address, run by keepalived every 2 s.
+func (r *runner) scriptCheck() []string {
+	return []string{
+		fmt.Sprintf("OPENSHIFT_HA_CHECK_SCRIPT=%s %s %d", r.script, nodeAddr, MonitorPort),
+		"OPENSHIFT_HA_CHECK_INTERVAL=" + scriptInterval,
+	}
+}
+
+// writeCheckScript writes the shipped image's check, `bash -c
+// '</dev/tcp/ADDR/PORT'`, as a script of two arguments into dir, where the
+// nodes see it.
+func writeCheckScript(dir string) (string, error) {
+	path := filepath.Join(dir, "tcp-check")
+	err := os.WriteFile(path, []byte("#!/bin/bash\n# The shipped image's check: connect to ADDR:PORT ($1 $2) and close.\n</dev/tcp/\"$1\"/\"$2\"\n"), 0o755)
+	if err != nil {
+		return "", fmt.Errorf("writing the check script: %w", err)
+	}
+	return path, nil
+}
+
+// forNode is env with nodeAddr replaced by n's address.
+func forNode(env []string, n *lab.Node) []string {
+	out := make([]string, len(env))
+	for i, kv := range env {
+		out[i] = strings.ReplaceAll(kv, nodeAddr, n.Addr4.String())
+	}
+	return out
 }
 
 func (r *runner) crash(ctx context.Context, env []string, vips []netip.Addr, vip netip.Addr, convRow, row string) error {

@@ -251,3 +251,60 @@ func TestLinePrefixer(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckTargetsAndCPURows: the failed-check row passes only with both
+// its median and its worst under their targets; CPU rows read percent.
+func TestCheckTargetsAndCPURows(t *testing.T) {
+	ss := []Sample{{Value: 200 * time.Millisecond}, {Value: 250 * time.Millisecond}, {Value: 600 * time.Millisecond}}
+	r := TimeRow("check", ss, "", "")
+	r.Check("median", 0.3)
+	r.CheckWorst(0.5)
+	if *r.Pass {
+		t.Errorf("a worst of 600 ms passes a 500 ms target: %+v", r)
+	}
+	r = TimeRow("check", ss[:2], "", "")
+	r.Check("median", 0.3)
+	r.CheckWorst(0.5)
+	if !*r.Pass {
+		t.Errorf("median 225 ms, worst 250 ms fail: %+v", r)
+	}
+	cpu := cpuRow("cpu", []cpuSample{{0.125, 0.5}, {0.25, 0.25}, {0.5, 0.375}}, 10*time.Second)
+	if cpu.Median != 0.625 || cpu.Worst != 0.875 || cpu.N != 3 || !strings.Contains(cpu.Note, "entrypoint 0.250 %, keepalived and its scripts 0.375 %") {
+		t.Errorf("cpuRow = %+v", cpu)
+	}
+	rep := &Report{Rows: []Row{r, cpu}}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"median < 300.0 ms, worst < 500.0 ms ok", "0.625 %"} {
+		if !strings.Contains(table.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, table.String())
+		}
+	}
+}
+
+func TestCheckBound(t *testing.T) {
+	builtin := &keepalived.Conf{CheckFile: keepalived.CheckFile}
+	script := &keepalived.Conf{CheckInterval: 2 * time.Second}
+	for _, tt := range []struct {
+		name          string
+		c             *keepalived.Conf
+		env           []string
+		period, bound time.Duration
+	}{
+		{"built-in, default", builtin, Env(), 150 * time.Millisecond, 270 * time.Millisecond},
+		{"built-in, set", builtin, Env("OPENSHIFT_HA_CHECK_INTERVAL=0.5"), 500 * time.Millisecond, 620 * time.Millisecond},
+		{"script", script, Env(), 2 * time.Second, 2 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if p, b := checkPeriod(tt.c, tt.env), checkBound(tt.c, tt.env); p != tt.period || b != tt.bound {
+				t.Errorf("period %s bound %s, want %s %s", p, b, tt.period, tt.bound)
+			}
+		})
+	}
+	n := &lab.Node{Addr4: netip.MustParseAddr("192.0.2.12")}
+	if got := forNode([]string{"A=/x {node} 8080", "B=c"}, n); got[0] != "A=/x 192.0.2.12 8080" || got[1] != "B=c" {
+		t.Errorf("forNode = %q", got)
+	}
+}

@@ -19,6 +19,8 @@ const (
 	Seconds Unit = "s"
 	MB      Unit = "MB"
 	KB      Unit = "kB"
+	// Percent is of one CPU.
+	Percent Unit = "%"
 )
 
 // Row is one line of the table: the median and the worst of the samples,
@@ -43,9 +45,11 @@ type Row struct {
 	// TargetOn says which figure Target is compared with: "median",
 	// "worst" or "p99".
 	TargetOn string `json:"target_on,omitempty"`
-	Pass     *bool  `json:"pass,omitempty"`
-	Shipped  string `json:"shipped,omitempty"`
-	Note     string `json:"note,omitempty"`
+	// WorstTarget, when set, is a second target, for the worst.
+	WorstTarget float64 `json:"worst_target,omitempty"`
+	Pass        *bool   `json:"pass,omitempty"`
+	Shipped     string  `json:"shipped,omitempty"`
+	Note        string  `json:"note,omitempty"`
 	// Samples are the values in Unit, for rows of up to 50 samples.
 	Samples []float64 `json:"samples,omitempty"`
 }
@@ -125,6 +129,30 @@ func (r *Row) Check(on string, target float64) {
 	r.Pass = &pass
 }
 
+// CheckWorst adds a second target: the worst must stay under target too.
+func (r *Row) CheckWorst(target float64) {
+	r.WorstTarget = target
+	pass := r.N > 0 && r.Worst < target && (r.Pass == nil || *r.Pass)
+	r.Pass = &pass
+}
+
+// PercentRow summarizes percentages of one CPU.
+func PercentRow(name string, vs []float64, note string) Row {
+	r := Row{Name: name, Unit: Percent, N: len(vs), Note: note}
+	if len(vs) == 0 {
+		return r
+	}
+	r.Samples = slices.Clone(vs)
+	sorted := slices.Sorted(slices.Values(vs))
+	if n := len(sorted); n%2 == 1 {
+		r.Median = sorted[n/2]
+	} else {
+		r.Median = (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	r.Worst = sorted[len(sorted)-1]
+	return r
+}
+
 // Report is one run of the bench.
 type Report struct {
 	Commit   string    `json:"commit"`
@@ -175,7 +203,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			if !*r.Pass {
 				mark = "MISS"
 			}
-			target = fmt.Sprintf("%s < %s %s", r.TargetOn, format(r.Target, r.Unit), mark)
+			target = fmt.Sprintf("%s < %s", r.TargetOn, format(r.Target, r.Unit))
+			if r.WorstTarget > 0 {
+				target += fmt.Sprintf(", worst < %s", format(r.WorstTarget, r.Unit))
+			}
+			target += " " + mark
 		}
 		med, worst := "-", "-"
 		if r.N > 0 {
@@ -245,6 +277,8 @@ func format(v float64, u Unit) string {
 			return fmt.Sprintf("%.1f ms", v*1000)
 		}
 		return fmt.Sprintf("%.3f s", v)
+	case Percent:
+		return fmt.Sprintf("%.3f %%", v)
 	default:
 		return fmt.Sprintf("%.1f %s", v, u)
 	}

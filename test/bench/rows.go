@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/ipfailover/ipfailover/internal/check"
 )
 
 // rows turns the samples into the table, in the order users meet them.
@@ -21,7 +23,10 @@ func (r *runner) rows() []Row {
 	}
 
 	t(rowGraceful, "the best backup's skew (256-priority)/256 s", shippedGraceful).Check("median", targetGraceful)
-	t(rowCheck, "check interval + the best backup's skew", shippedCheck)
+	chk := t(rowCheck, fmt.Sprintf("check period + %d × %s (%d failures in a row) + the best backup's skew", check.Fall-1, check.Retry, check.Fall), shippedCheck)
+	chk.Check("median", targetCheck)
+	chk.CheckWorst(targetCheckWorst)
+	t(rowCheckScript, "check interval + the best backup's skew", shippedCheck).Note = "the shipped image's check, bash's /dev/tcp run by keepalived, at its default interval, in the same run"
 	crash := t(rowCrash, "3 × advert_int + the best backup's skew", shippedCrash)
 	r.crashBound(crash, r.samples[rowCrash])
 	fast := t(rowCrashFast, "3 × 0.1 s + the best backup's skew (VRRPv3: scaled by advert_int)", "")
@@ -39,6 +44,11 @@ func (r *runner) rows() []Row {
 	size(rowScrapeSize, KB, "")
 	size(rowRSSRest, MB, shippedRSS).Check("median", targetRSS)
 	size(rowRSSScrape, MB, shippedRSS).Check("worst", targetRSS)
+	for _, name := range []string{rowCPU1 + builtinSuffix, rowCPU1 + scriptSuffix, rowCPU254 + builtinSuffix, rowCPU254 + scriptSuffix} {
+		if ss, ok := r.cpu[name]; ok {
+			rows = append(rows, cpuRow(name, ss, r.o.CPUFor))
+		}
+	}
 	rows = append(rows, r.rolloutRows()...)
 	if len(r.samples[rowRender]) > 0 || len(r.samples[rowScaleConv]) > 0 {
 		t(rowRender, "", "")
@@ -66,4 +76,18 @@ func (r *runner) crashBound(row *Row, ss []Sample) {
 	row.Pass = &pass
 	row.TargetOn = "worst"
 	row.Target = row.Limit + crashBoundMargin.Seconds()
+}
+
+// cpuRow is a node's whole CPU use (entrypoint and keepalived with its
+// scripts); the note splits the medians.
+func cpuRow(name string, ss []cpuSample, window time.Duration) Row {
+	var total, entry, ka []float64
+	for _, s := range ss {
+		total = append(total, s.entrypoint+s.keepalived)
+		entry = append(entry, s.entrypoint)
+		ka = append(ka, s.keepalived)
+	}
+	note := fmt.Sprintf("entrypoint %.3f %%, keepalived and its scripts %.3f %% (medians over %s, cgroup v2 usage_usec)",
+		PercentRow("", entry, "").Median, PercentRow("", ka, "").Median, window)
+	return PercentRow(name, total, note)
 }
