@@ -243,7 +243,7 @@ func TestScanSeesThroughWrappers(t *testing.T) {
 		{"iptables", "cmd/demo/steps.go", "Node.Exec from another package"},
 		{"keepalived", "test/lab/lab_test.go", "a command of an sh -c script"},
 		{"go", "cmd/demo/demo.go", "a path from exec.LookPath"},
-		{"bash", "internal/keepalived/render.go", "keepalived's check command, a /bin path"},
+		{"true", "internal/keepalived/render.go", "keepalived's check command with the port check off, a /bin path"},
 	}
 	for _, tt := range tests {
 		if !slices.ContainsFunc(s.Programs[tt.program], func(st Site) bool { return st.File == tt.site }) {
