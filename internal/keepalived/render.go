@@ -41,6 +41,7 @@ type data struct {
 	Preemption    string
 	AuthPass      string
 	Notify        string
+	NotifyFIFO    string
 	Instances     []config.Instance
 }
 
@@ -57,6 +58,7 @@ func Render(c *config.Config, node config.Node, instances []config.Instance) ([]
 		Preemption:    c.Preemption.String(),
 		AuthPass:      c.Name,
 		Notify:        c.NotifyScript,
+		NotifyFIFO:    NotifyFIFO,
 		Instances:     instances,
 	}
 	if c.AdvertInterval != config.DefaultAdvertInterval {
