@@ -49,6 +49,8 @@ type Options struct {
 	VIPs host.Lister
 	// Proc is where keepalived's process state is read; the zero FS is the host's /proc.
 	Proc proc.FS
+	// SplitBrain is the split-brain guard; nil leaves its metrics out.
+	SplitBrain SplitBrain
 
 	// Version of this program, for ipfailover_build_info.
 	Version string
@@ -108,6 +110,9 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("registering the collector: %w", err)
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.SplitBrain != nil {
+		reg.MustRegister(newSplitBrainCollector(o.SplitBrain, o.Plan.Config.VIPs))
+	}
 
 	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, log: o.Logger}
 	mux := http.NewServeMux()

@@ -1,0 +1,176 @@
+package splitbrain
+
+import (
+	"bytes"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// duplicates tracks, for every VIP this node holds, whether another host
+// answers for it too. It is a state machine on explicit times: the guard's
+// loop feeds it the held VIPs and the claims other hosts make, sends the
+// probes it asks for and logs the conflicts it reports.
+//
+// Each held VIP is probed in rounds: a probe (ARP or neighbour
+// solicitation) at the start of a round, and every claim on the VIP by
+// another MAC during the round (an answer to the probe, a gratuitous ARP or
+// unsolicited advertisement, another host's probe) counts for it. A round
+// whose outcome (answered or not) differs from the VIP's state is followed
+// by a short confirming round; only when that one agrees does the state
+// flip. So a conflict starts after two answered rounds and ends after two
+// silent ones: the moment of a normal handover, when the old master still
+// answers for a few milliseconds after the new one took the VIP, is not a
+// conflict. A VIP that becomes held starts with a short round, so a node
+// that has just become MASTER checks at once.
+type duplicates struct {
+	// interval is the length of a round when nothing changes; spread is
+	// added to it per VIP (from a hash of the address), so that the
+	// probes of VIPs taken together drift apart.
+	interval, spread time.Duration
+	// confirm is the length of a first round and of a confirming round.
+	confirm time.Duration
+
+	vips map[netip.Addr]*probeState
+}
+
+type probeState struct {
+	end        time.Time
+	confirming bool
+	// answered are the other MACs that claimed the VIP this round.
+	answered []net.HardwareAddr
+	// conflict are the other MACs of the conflict in progress; empty when
+	// there is none.
+	conflict []net.HardwareAddr
+	since    time.Time
+	offset   time.Duration
+}
+
+// conflictChange is the start or end of a conflict.
+type conflictChange struct {
+	vip     netip.Addr
+	started bool
+	// released is set when the conflict ended because this node no longer
+	// holds the VIP.
+	released bool
+	macs     []net.HardwareAddr
+	lasted   time.Duration
+}
+
+func newDuplicates(interval, spread, confirm time.Duration) *duplicates {
+	return &duplicates{interval: interval, spread: spread, confirm: confirm, vips: map[netip.Addr]*probeState{}}
+}
+
+// setHeld records which VIPs this node holds. It returns the VIPs to probe
+// now (the newly held ones) and the conflicts that ended because the VIP
+// left this node.
+func (d *duplicates) setHeld(now time.Time, held []netip.Addr) (probe []netip.Addr, ended []conflictChange) {
+	on := make(map[netip.Addr]bool, len(held))
+	for _, v := range held {
+		on[v] = true
+		if _, ok := d.vips[v]; ok {
+			continue
+		}
+		d.vips[v] = &probeState{end: now.Add(d.confirm), offset: d.offset(v)}
+		probe = append(probe, v)
+	}
+	for v, st := range d.vips {
+		if on[v] {
+			continue
+		}
+		if len(st.conflict) > 0 {
+			ended = append(ended, conflictChange{vip: v, released: true, macs: st.conflict, lasted: now.Sub(st.since)})
+		}
+		delete(d.vips, v)
+	}
+	return probe, ended
+}
+
+func (d *duplicates) offset(v netip.Addr) time.Duration {
+	if d.spread <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	b := v.As16()
+	h.Write(b[:])
+	return time.Duration(h.Sum32()) % d.spread
+}
+
+// claim records that another host, mac, says it has vip. It reports
+// whether vip is held here (and the claim therefore counts).
+func (d *duplicates) claim(vip netip.Addr, mac net.HardwareAddr) bool {
+	st, ok := d.vips[vip]
+	if !ok {
+		return false
+	}
+	if !slices.ContainsFunc(st.answered, func(m net.HardwareAddr) bool { return bytes.Equal(m, mac) }) {
+		st.answered = append(st.answered, mac)
+	}
+	return true
+}
+
+// due ends every round that is over at now and starts the next: it returns
+// the VIPs to probe and the conflicts that started or ended.
+func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictChange) {
+	for v, st := range d.vips {
+		if st.end.After(now) {
+			continue
+		}
+		answered := len(st.answered) > 0
+		inConflict := len(st.conflict) > 0
+		length := d.interval + st.offset
+		switch {
+		case answered == inConflict:
+			st.confirming = false
+			if answered {
+				st.conflict = sortedMACs(st.answered)
+			}
+		case !st.confirming:
+			st.confirming = true
+			length = d.confirm
+		case answered:
+			st.confirming = false
+			st.conflict, st.since = sortedMACs(st.answered), now
+			changes = append(changes, conflictChange{vip: v, started: true, macs: st.conflict})
+		default:
+			st.confirming = false
+			changes = append(changes, conflictChange{vip: v, macs: st.conflict, lasted: now.Sub(st.since)})
+			st.conflict = nil
+		}
+		st.answered = nil
+		st.end = now.Add(length)
+		probe = append(probe, v)
+	}
+	return probe, changes
+}
+
+// next returns when the next round ends, or false when no VIP is held.
+func (d *duplicates) next() (time.Time, bool) {
+	var first time.Time
+	found := false
+	for _, st := range d.vips {
+		if !found || st.end.Before(first) {
+			first, found = st.end, true
+		}
+	}
+	return first, found
+}
+
+// conflicts returns the VIPs in conflict with the other MACs.
+func (d *duplicates) conflicts() map[netip.Addr][]net.HardwareAddr {
+	out := map[netip.Addr][]net.HardwareAddr{}
+	for v, st := range d.vips {
+		if len(st.conflict) > 0 {
+			out[v] = slices.Clone(st.conflict)
+		}
+	}
+	return out
+}
+
+func sortedMACs(ms []net.HardwareAddr) []net.HardwareAddr {
+	out := slices.Clone(ms)
+	slices.SortFunc(out, func(a, b net.HardwareAddr) int { return bytes.Compare(a, b) })
+	return out
+}
