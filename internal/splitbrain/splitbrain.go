@@ -118,11 +118,11 @@ type Guard struct {
 	notes  chan keepalived.Notification
 
 	// Owned by Run's loop.
-	dup       *duplicates
-	stray     *strays
-	pid       int
-	listErr   bool
-	sendErr   bool
+	dup     *duplicates
+	stray   *strays
+	pid     int
+	listErr bool
+	sendErr bool
 
 	// own are the interface's addresses that are not VIPs, for the
 	// advert readers to skip this node's own adverts.
