@@ -24,7 +24,8 @@ import (
 // silent ones: the moment of a normal handover, when the old master still
 // answers for a few milliseconds after the new one took the VIP, is not a
 // conflict. A VIP that becomes held starts with a short round, so a node
-// that has just become MASTER checks at once.
+// that has just become MASTER checks at once, and a VIP in conflict keeps
+// to short rounds, so that the end shows soon after the other host lets go.
 type duplicates struct {
 	// interval is the length of a round when nothing changes; spread is
 	// added to it per VIP (from a hash of the address), so that the
@@ -99,11 +100,19 @@ func (d *duplicates) offset(v netip.Addr) time.Duration {
 }
 
 // claim records that another host, mac, says it has vip. It reports
-// whether vip is held here (and the claim therefore counts).
-func (d *duplicates) claim(vip netip.Addr, mac net.HardwareAddr) bool {
+// whether vip is held here (and the claim therefore counts). The first
+// claim on a VIP without a conflict cuts a long round short, so that a
+// conflict that starts between two probes (the other host's gratuitous ARP
+// as it takes the VIP) is confirmed as fast as one found by a probe.
+func (d *duplicates) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) bool {
 	st, ok := d.vips[vip]
 	if !ok {
 		return false
+	}
+	if len(st.answered) == 0 && len(st.conflict) == 0 && !st.confirming {
+		if end := now.Add(d.confirm); end.Before(st.end) {
+			st.end = end
+		}
 	}
 	if !slices.ContainsFunc(st.answered, func(m net.HardwareAddr) bool { return bytes.Equal(m, mac) }) {
 		st.answered = append(st.answered, mac)
@@ -138,6 +147,12 @@ func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictC
 			st.confirming = false
 			changes = append(changes, conflictChange{vip: v, macs: st.conflict, lasted: now.Sub(st.since)})
 			st.conflict = nil
+		}
+		if len(st.conflict) > 0 {
+			// A conflict is watched closely, so that its end shows
+			// soon after the other host lets go; conflicts are rare,
+			// the extra probes cheap.
+			length = min(length, d.confirm)
 		}
 		st.answered = nil
 		st.end = now.Add(length)

@@ -62,7 +62,7 @@ func TestDuplicates(t *testing.T) {
 	answer := func(r *dupRun) func(v netip.Addr) {
 		return func(v netip.Addr) {
 			if v == vip {
-				r.d.claim(v, macB)
+				r.d.claim(r.now, v, macB)
 			}
 		}
 	}
@@ -71,7 +71,7 @@ func TestDuplicates(t *testing.T) {
 		r := newDupRun(t)
 		r.held(vip, other)
 		// The other host answers the first probe at once.
-		r.d.claim(vip, macB)
+		r.d.claim(r.now, vip, macB)
 		r.until(1500*time.Millisecond, answer(r))
 		if len(r.changes) != 0 {
 			t.Fatalf("a conflict after one answered round: %+v", r.changes)
@@ -91,7 +91,7 @@ func TestDuplicates(t *testing.T) {
 	t.Run("a normal handover (the old holder answers once) is no conflict", func(t *testing.T) {
 		r := newDupRun(t)
 		r.held(vip)
-		r.d.claim(vip, macB)
+		r.d.claim(r.now, vip, macB)
 		r.until(30*time.Second, nil)
 		if len(r.changes) != 0 {
 			t.Errorf("changes %+v, want none", r.changes)
@@ -101,20 +101,24 @@ func TestDuplicates(t *testing.T) {
 	t.Run("a conflict ends after two silent rounds, and when the VIP leaves", func(t *testing.T) {
 		r := newDupRun(t)
 		r.held(vip, other)
-		r.d.claim(vip, macB)
-		// Rounds end at 1, 2 (the conflict starts), 4, 6, 8, 10...
+		r.d.claim(r.now, vip, macB)
+		// Rounds end at 1, 2 (the conflict starts), then every second
+		// while the conflict lasts.
 		r.until(9500*time.Millisecond, answer(r))
 		if len(r.changes) != 1 {
 			t.Fatalf("changes %+v, want one start", r.changes)
 		}
-		// The other host lets go after answering the probe at 8 s: the
-		// round to 10 s was answered, the one to 12 s is silent, and one
+		if got := r.probes[vip]; !slices.Equal(got[len(got)-3:], []time.Duration{7 * time.Second, 8 * time.Second, 9 * time.Second}) {
+			t.Errorf("probes during the conflict at %v, want every second", got)
+		}
+		// The other host lets go after answering the probe at 9 s: the
+		// round to 10 s was answered, the one to 11 s is silent, and one
 		// silent round is not enough.
-		r.until(12500*time.Millisecond, nil)
+		r.until(11500*time.Millisecond, nil)
 		if len(r.changes) != 1 {
 			t.Fatalf("the conflict ended after one silent round: %+v", r.changes)
 		}
-		r.until(13500*time.Millisecond, nil)
+		r.until(12500*time.Millisecond, nil)
 		if len(r.changes) != 2 || r.changes[1].started || r.changes[1].released || r.changes[1].vip != vip {
 			t.Fatalf("changes %+v, want the conflict to end", r.changes)
 		}
@@ -135,10 +139,24 @@ func TestDuplicates(t *testing.T) {
 		}
 	})
 
+	t.Run("a claim between probes cuts the round short", func(t *testing.T) {
+		r := newDupRun(t)
+		r.held(vip)
+		r.until(1500*time.Millisecond, nil) // rounds: 0-1 s, then 1-3 s
+		r.d.claim(r.now, vip, macB)         // at 1.5 s: the round ends at 2.5 s
+		r.until(3500*time.Millisecond, answer(r))
+		if len(r.changes) != 1 || !r.changes[0].started {
+			t.Fatalf("changes %+v, want a start by 3.5 s", r.changes)
+		}
+		if got := r.probes[vip]; !slices.Equal(got, []time.Duration{0, time.Second, 2500 * time.Millisecond, 3500 * time.Millisecond}) {
+			t.Errorf("probes at %v", got)
+		}
+	})
+
 	t.Run("claims on VIPs not held here do not count", func(t *testing.T) {
 		r := newDupRun(t)
 		r.held(other)
-		if r.d.claim(vip, macB) {
+		if r.d.claim(r.now, vip, macB) {
 			t.Error("a claim on a VIP not held here counted")
 		}
 		r.until(30*time.Second, answer(r))
@@ -161,9 +179,9 @@ func TestDuplicates(t *testing.T) {
 		r := newDupRun(t)
 		r.held(vip)
 		both := func(v netip.Addr) {
-			r.d.claim(v, macB)
-			r.d.claim(v, macA)
-			r.d.claim(v, macB)
+			r.d.claim(r.now, v, macB)
+			r.d.claim(r.now, v, macA)
+			r.d.claim(r.now, v, macB)
 		}
 		both(vip)
 		r.until(5*time.Second, both)

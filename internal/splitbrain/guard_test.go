@@ -225,7 +225,10 @@ func (gt *guardTest) waitFor(what string, cond func() bool) {
 func TestGuardRemovesStrays(t *testing.T) {
 	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100-101"}, "192.0.2.11/24", "192.0.2.101/32")
 	v100, v101 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
-	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" BACKUP 240`, `INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`)
+	// keepalived 2.2.7 writes MASTER_RX_LOWER_PRI when a master hears a
+	// lower priority: an event, the instance stays MASTER.
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" BACKUP 240`, `INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`,
+		`INSTANCE "OpenShift_IPFailover_VIP_2" MASTER_RX_LOWER_PRI 254`)
 
 	// A VIP added by hand, with a subnet's prefix length, to the BACKUP
 	// instance's node.

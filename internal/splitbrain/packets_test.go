@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"golang.org/x/net/bpf"
 )
 
 var (
@@ -320,6 +321,42 @@ func TestNDPClaims(t *testing.T) {
 			got := d.claims(tt.msg)
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(claim{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestARPFilter runs the kernel's filter of the ARP socket in x/net/bpf's
+// virtual machine: what can claim an address passes, ordinary requests do
+// not.
+func TestARPFilter(t *testing.T) {
+	vm, err := bpf.NewVM(arpProgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := make(net.HardwareAddr, 6)
+	probe, err := arpProbe(macB, netip.MustParseAddr("192.0.2.100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		frame []byte
+		pass  bool
+	}{
+		{"reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.100", macA, "0.0.0.0"), true},
+		{"probe", probe, true},
+		{"gratuitous request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.100", zero, "192.0.2.100"), true},
+		{"ordinary request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.12", zero, "192.0.2.100"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := vm.Run(tt.frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := n > 0; got != tt.pass {
+				t.Errorf("filter keeps %d bytes: pass = %v, want %v", n, got, tt.pass)
 			}
 		})
 	}

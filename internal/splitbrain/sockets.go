@@ -105,16 +105,16 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 	return c, nil
 }
 
-// arpFilter passes the ARP frames that can claim an address: replies,
+// arpProgram passes the ARP frames that can claim an address: replies,
 // probes (sender 0.0.0.0) and announcements (sender = target). Ordinary
 // requests, the bulk of ARP on a busy network, never leave the kernel.
-var arpFilter = mustAssemble([]bpf.Instruction{
+var arpProgram = []bpf.Instruction{
 	// The operation, after the Ethernet header and 6 bytes of ARP.
 	bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 5},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 7},
 	// The sender's protocol address: 0.0.0.0 is a probe.
 	bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 3},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 5},
 	// Equal to the target's: an announcement.
 	bpf.LoadAbsolute{Off: 14 + 24, Size: 4},
 	bpf.TAX{},
@@ -122,7 +122,9 @@ var arpFilter = mustAssemble([]bpf.Instruction{
 	bpf.JumpIfX{Cond: bpf.JumpEqual, SkipTrue: 1},
 	bpf.RetConstant{Val: 0},
 	bpf.RetConstant{Val: 0xffff},
-})
+}
+
+var arpFilter = mustAssemble(arpProgram)
 
 func mustAssemble(prog []bpf.Instruction) []bpf.RawInstruction {
 	raw, err := bpf.Assemble(prog)

@@ -321,7 +321,7 @@ func (g *Guard) Run(ctx context.Context) {
 		case <-relist.C:
 			g.relist(time.Now())
 		case c := <-g.claims:
-			g.dup.claim(c.addr, c.mac)
+			g.dup.claim(time.Now(), c.addr, c.mac)
 		case n := <-g.notes:
 			g.note(time.Now(), n)
 		case <-timer.C:

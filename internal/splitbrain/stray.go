@@ -68,8 +68,16 @@ func (s *strays) setHeld(now time.Time, held []netip.Addr) {
 }
 
 // notify records keepalived's word on an instance. A repeated state keeps
-// its first time.
+// its first time. Only the states are recorded: keepalived also writes
+// events in the same form (MASTER_RX_LOWER_PRI, when a master hears a
+// lower priority, which happens in every split brain), and the instance
+// stays in the state it was.
 func (s *strays) notify(now time.Time, n keepalived.Notification) {
+	switch n.State {
+	case keepalived.StateNameMaster, keepalived.StateNameBackup, keepalived.StateNameFault, keepalived.StateNameStop:
+	default:
+		return
+	}
 	if cur, ok := s.states[n.Instance]; ok && cur.state == n.State {
 		return
 	}

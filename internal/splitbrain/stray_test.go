@@ -67,6 +67,16 @@ func TestStrays(t *testing.T) {
 		}
 	})
 
+	t.Run("events are not states: a master that hears a lower priority stays MASTER", func(t *testing.T) {
+		s := newStrays(grace, instance)
+		s.notify(at(0), note("X_VIP_1", keepalived.StateNameMaster))
+		s.setHeld(at(0), []netip.Addr{v1})
+		s.notify(at(time.Second), note("X_VIP_1", "MASTER_RX_LOWER_PRI"))
+		if got := s.due(at(time.Hour)); len(got) != 0 {
+			t.Errorf("due = %v, want none", got)
+		}
+	})
+
 	t.Run("a normal release: the VIP goes with the state change", func(t *testing.T) {
 		s := newStrays(grace, instance)
 		s.notify(at(0), note("X_VIP_1", keepalived.StateNameMaster))
