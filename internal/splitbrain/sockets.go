@@ -57,9 +57,6 @@ func (s sockets) close() {
 	}
 }
 
-// protocolVRRP is VRRP's IP protocol number.
-const protocolVRRP = 112
-
 // openSockets opens the sockets for the families in use on ifi. Each one
 // that fails is left nil and its error returned, naming what it was for, so
 // that the rest still works.

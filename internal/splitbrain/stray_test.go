@@ -15,7 +15,7 @@ func TestStrays(t *testing.T) {
 	v3 := netip.MustParseAddr("192.0.2.102")
 	instance := map[netip.Addr]string{v1: "X_VIP_1", v2: "X_VIP_2", v3: "X_VIP_2"}
 	start := time.Unix(1000, 0)
-	at := func(d time.Duration) time.Time { return start.Add(d) }
+	at := start.Add
 	note := func(name string, st keepalived.State) keepalived.Notification {
 		return keepalived.Notification{Instance: name, State: st, Priority: 100}
 	}
