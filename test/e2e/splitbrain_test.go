@@ -84,30 +84,52 @@ func wantDuplicate(hc *http.Client, n *lab.Node, vip netip.Addr, mac string) fun
 	}
 }
 
-// TestSplitBrainDuplicateVIP blocks VRRP on a node that backs up a VIP: it
-// hears no adverts, becomes MASTER and takes the VIP the holder keeps, so two
-// nodes answer for it. Both nodes report ipfailover_vip_duplicate 1 with the
-// other's MAC and log the conflict once. With VRRP back, the blocked node
-// hears the holder's higher priority and lets go: one holder, the gauges
-// back to 0, the end logged once, and the rightful master never lost the
-// VIP to the guard.
+// TestSplitBrainDuplicateVIP blocks VRRP on a node: it hears no adverts,
+// becomes MASTER everywhere and takes the VIPs the other nodes keep, so two
+// nodes answer for each, over ARP (IPv4) and neighbour discovery (IPv6).
+// For one VIP of each family, both its nodes report ipfailover_vip_duplicate
+// 1 with the other's MAC and log the conflict once. With VRRP back, the
+// blocked node hears the holder's higher priority and lets go: one holder,
+// the gauges back to 0, the end logged once, and the rightful master never
+// lost the VIP to the guard.
 func TestSplitBrainDuplicateVIP(t *testing.T) {
 	s := newScenario(t)
-	f := s.fleet(env(vips4Env), vips4)
+	f := s.fleet(env(vips4Env+","+vips6Env), allVIPs)
 	hc := s.c.HTTPClient()
-	vip := vips4[0]
-	holder := f.Holders[vip]
-	blocked := others(s.c, holder)[0]
-	holderMAC, err := holder.MAC()
+
+	// The blocked node must hold neither watched VIP.
+	vip4 := vips4[0]
+	var (
+		blocked *lab.Node
+		vip6    netip.Addr
+	)
+	for _, n := range others(s.c, f.Holders[vip4]) {
+		for _, v := range vips6 {
+			if blocked == nil && f.Holders[v] != n {
+				blocked, vip6 = n, v
+			}
+		}
+	}
+	type watched struct {
+		vip       netip.Addr
+		holder    *lab.Node
+		holderMAC string
+	}
+	var ws []watched
+	for _, v := range []netip.Addr{vip4, vip6} {
+		mac, err := f.Holders[v].MAC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, watched{v, f.Holders[v], mac.String()})
+	}
+	mac, err := blocked.MAC()
 	if err != nil {
 		t.Fatal(err)
 	}
-	blockedMAC, err := blocked.MAC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	blockedMAC := mac.String()
 	for _, n := range s.c.Nodes {
-		for _, v := range vips4 {
+		for _, v := range allVIPs {
 			s.pollTimed(t, n.Name+" without duplicates", wantDuplicate(hc, n, v, ""))
 		}
 	}
@@ -115,37 +137,51 @@ func TestSplitBrainDuplicateVIP(t *testing.T) {
 	if err := blocked.BlockVRRP(s.ctx); err != nil {
 		t.Fatal(err)
 	}
-	took := s.pollTimed(t, "a second holder of "+vip.String(), func(context.Context) error {
-		hs, err := s.c.Holders(vip)
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(hs, holder) || !slices.Contains(hs, blocked) {
-			return fmt.Errorf("holders %v", hs)
+	blockedAt := time.Now()
+	twoHolders := map[netip.Addr]time.Time{}
+	s.pollTimed(t, "second holders", func(context.Context) error {
+		for _, w := range ws {
+			if _, ok := twoHolders[w.vip]; ok {
+				continue
+			}
+			hs, err := s.c.Holders(w.vip)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(hs, w.holder) || !slices.Contains(hs, blocked) {
+				return fmt.Errorf("holders of %s: %v", w.vip, hs)
+			}
+			twoHolders[w.vip] = time.Now()
 		}
 		return nil
 	})
-	twoHolders := time.Now()
-	t.Logf("VRRP blocked on %s: it took %s %v later; %s still holds it", blocked.Name, vip, took.Round(time.Millisecond), holder.Name)
+	for _, w := range ws {
+		t.Logf("VRRP blocked on %s: it took %s (from %s) %v later", blocked.Name, w.vip, w.holder.Name, twoHolders[w.vip].Sub(blockedAt).Round(time.Millisecond))
+	}
 
-	// Poll both nodes together, so each one's time is its own.
-	checks := []struct {
-		n   *lab.Node
-		mac string
-		at  time.Duration
-	}{{n: holder, mac: blockedMAC.String()}, {n: blocked, mac: holderMAC.String()}}
-	s.pollTimed(t, "both nodes reporting the duplicate", func(ctx context.Context) error {
+	// Poll every node of every conflict together, so each time is its own.
+	type check struct {
+		n        *lab.Node
+		vip      netip.Addr
+		otherMAC string
+		at       time.Duration
+	}
+	var checks []check
+	for _, w := range ws {
+		checks = append(checks, check{n: w.holder, vip: w.vip, otherMAC: blockedMAC}, check{n: blocked, vip: w.vip, otherMAC: w.holderMAC})
+	}
+	s.pollTimed(t, "every node reporting its duplicates", func(ctx context.Context) error {
 		var errs []string
 		for i := range checks {
 			c := &checks[i]
 			if c.at > 0 {
 				continue
 			}
-			if err := wantDuplicate(hc, c.n, vip, c.mac)(ctx); err != nil {
+			if err := wantDuplicate(hc, c.n, c.vip, c.otherMAC)(ctx); err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
-			c.at = time.Since(twoHolders)
+			c.at = time.Since(twoHolders[c.vip])
 		}
 		if len(errs) > 0 {
 			return fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -154,43 +190,46 @@ func TestSplitBrainDuplicateVIP(t *testing.T) {
 	})
 	for _, c := range checks {
 		t.Logf("DETECTION: %s reports ipfailover_vip_duplicate{vip=%q,mac=%q} 1, %v after the second holder appeared",
-			c.n.Name, vip, c.mac, c.at.Round(time.Millisecond))
+			c.n.Name, c.vip, c.otherMAC, c.at.Round(time.Millisecond))
 	}
 
 	if err := blocked.UnblockVRRP(s.ctx); err != nil {
 		t.Fatal(err)
 	}
 	healStart := time.Now()
-	m, err := s.c.WaitOneHolder(s.ctx, []netip.Addr{vip}, nil)
+	m, err := s.c.WaitOneHolder(s.ctx, []netip.Addr{vip4, vip6}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	oneHolder := time.Since(healStart)
-	if m[vip] != holder {
-		t.Errorf("after the partition healed %s went to %s, want it back on %s alone", vip, m[vip].Name, holder.Name)
+	for _, w := range ws {
+		if m[w.vip] != w.holder {
+			t.Errorf("after the partition healed %s went to %s, want it back on %s alone", w.vip, m[w.vip].Name, w.holder.Name)
+		}
 	}
-	for _, n := range []*lab.Node{holder, blocked} {
-		s.pollTimed(t, n.Name+" without the duplicate", wantDuplicate(hc, n, vip, ""))
+	for _, c := range checks {
+		s.pollTimed(t, c.n.Name+" without the duplicate", wantDuplicate(hc, c.n, c.vip, ""))
 	}
-	t.Logf("HEALING: VRRP unblocked: one holder of %s after %v, both gauges back to 0 after %v",
-		vip, oneHolder.Round(time.Millisecond), time.Since(healStart).Round(time.Millisecond))
+	t.Logf("HEALING: VRRP unblocked: one holder of %s and %s after %v, the gauges back to 0 after %v",
+		vip4, vip6, oneHolder.Round(time.Millisecond), time.Since(healStart).Round(time.Millisecond))
 
-	for _, c := range []struct {
-		n     *lab.Node
-		other string
-	}{{holder, blockedMAC.String()}, {blocked, holderMAC.String()}} {
+	for _, c := range checks {
 		out := f.Outputs[slices.Index(f.Procs, f.Proc(c.n))].String()
-		starts := matchingLines(out, "duplicate VIP: another host answers", "vip="+vip.String()+" ")
-		ends := matchingLines(out, "duplicate VIP over", "vip="+vip.String()+" ")
-		if len(starts) != 1 || !strings.Contains(starts[0], "other_mac="+c.other) {
-			t.Errorf("%s logged the start %d times, want once naming %s: %q", c.n.Name, len(starts), c.other, starts)
+		starts := matchingLines(out, "duplicate VIP: another host answers", "vip="+c.vip.String()+" ")
+		ends := matchingLines(out, "duplicate VIP over", "vip="+c.vip.String()+" ")
+		if len(starts) != 1 || !strings.Contains(starts[0], "other_mac="+c.otherMAC) {
+			t.Errorf("%s logged the start for %s %d times, want once naming %s: %q", c.n.Name, c.vip, len(starts), c.otherMAC, starts)
 		}
-		if len(ends) != 1 || !strings.Contains(ends[0], "other_mac="+c.other) {
-			t.Errorf("%s logged the end %d times, want once naming %s: %q", c.n.Name, len(ends), c.other, ends)
+		if len(ends) != 1 || !strings.Contains(ends[0], "other_mac="+c.otherMAC) {
+			t.Errorf("%s logged the end for %s %d times, want once naming %s: %q", c.n.Name, c.vip, len(ends), c.otherMAC, ends)
 		}
-		sc := s.waitScrape(t, hc, c.n, nil)
-		if got := sc.value("ipfailover_vip_stray_removed_total", map[string]string{"vip": vip.String()}); got != 0 {
-			t.Errorf("%s removed %s as a stray %v times: the guard must leave a MASTER's VIP alone", c.n.Name, vip, got)
+	}
+	for _, n := range s.c.Nodes {
+		sc := s.waitScrape(t, hc, n, nil)
+		for _, v := range allVIPs {
+			if got := sc.value("ipfailover_vip_stray_removed_total", map[string]string{"vip": v.String()}); got != 0 {
+				t.Errorf("%s removed %s as a stray %v times: every VIP was on a MASTER", n.Name, v, got)
+			}
 		}
 	}
 }
