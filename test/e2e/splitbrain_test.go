@@ -43,17 +43,16 @@ func (m *scrape) duplicate(vip netip.Addr) (float64, []string, bool) {
 	return top, macs, found
 }
 
-// pollTimed polls cond every 10 ms until it holds and returns how long that
-// took; fatal after agreeTimeout.
-func (s *scenario) pollTimed(t *testing.T, what string, cond func(context.Context) error) time.Duration {
+// pollFast polls cond every 10 ms, so the times the tests log are close,
+// until it holds; fatal after agreeTimeout.
+func (s *scenario) pollFast(t *testing.T, what string, cond func(context.Context) error) {
 	t.Helper()
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(s.ctx, agreeTimeout)
 	defer cancel()
 	for {
 		err := cond(ctx)
 		if err == nil {
-			return time.Since(start)
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -130,7 +129,7 @@ func TestSplitBrainDuplicateVIP(t *testing.T) {
 	blockedMAC := mac.String()
 	for _, n := range s.c.Nodes {
 		for _, v := range allVIPs {
-			s.pollTimed(t, n.Name+" without duplicates", wantDuplicate(hc, n, v, ""))
+			s.pollFast(t, n.Name+" without duplicates", wantDuplicate(hc, n, v, ""))
 		}
 	}
 
@@ -139,7 +138,7 @@ func TestSplitBrainDuplicateVIP(t *testing.T) {
 	}
 	blockedAt := time.Now()
 	twoHolders := map[netip.Addr]time.Time{}
-	s.pollTimed(t, "second holders", func(context.Context) error {
+	s.pollFast(t, "second holders", func(context.Context) error {
 		for _, w := range ws {
 			if _, ok := twoHolders[w.vip]; ok {
 				continue
@@ -170,7 +169,7 @@ func TestSplitBrainDuplicateVIP(t *testing.T) {
 	for _, w := range ws {
 		checks = append(checks, check{n: w.holder, vip: w.vip, otherMAC: blockedMAC}, check{n: blocked, vip: w.vip, otherMAC: w.holderMAC})
 	}
-	s.pollTimed(t, "every node reporting its duplicates", func(ctx context.Context) error {
+	s.pollFast(t, "every node reporting its duplicates", func(ctx context.Context) error {
 		var errs []string
 		for i := range checks {
 			c := &checks[i]
@@ -208,7 +207,7 @@ func TestSplitBrainDuplicateVIP(t *testing.T) {
 		}
 	}
 	for _, c := range checks {
-		s.pollTimed(t, c.n.Name+" without the duplicate", wantDuplicate(hc, c.n, c.vip, ""))
+		s.pollFast(t, c.n.Name+" without the duplicate", wantDuplicate(hc, c.n, c.vip, ""))
 	}
 	t.Logf("HEALING: VRRP unblocked: one holder of %s and %s after %v, the gauges back to 0 after %v",
 		vip4, vip6, oneHolder.Round(time.Millisecond), time.Since(healStart).Round(time.Millisecond))
@@ -278,7 +277,7 @@ func TestStrayVIPRemoved(t *testing.T) {
 	if _, err := backup.Exec(s.ctx, "ip", "addr", "add", vip.String()+"/32", "dev", lab.Link); err != nil {
 		t.Fatal(err)
 	}
-	s.pollTimed(t, "the stray VIP removed from "+backup.Name, func(context.Context) error {
+	s.pollFast(t, "the stray VIP removed from "+backup.Name, func(context.Context) error {
 		has, err := backup.Has(vip)
 		if err == nil && has {
 			err = fmt.Errorf("%s still has %s", backup.Name, vip)
@@ -351,7 +350,7 @@ func TestForeignSpeaker(t *testing.T) {
 	}
 	// keepalived starts as BACKUP and sends its first advert when it
 	// becomes MASTER, three advert intervals later.
-	s.pollTimed(t, "the plain keepalived's first advert", func(context.Context) error {
+	s.pollFast(t, "the plain keepalived's first advert", func(context.Context) error {
 		if !strings.Contains(out.String(), "Entering MASTER STATE") {
 			return fmt.Errorf("not MASTER yet")
 		}
@@ -360,7 +359,7 @@ func TestForeignSpeaker(t *testing.T) {
 	start := time.Now()
 	source := stranger.Addr4.String()
 	for _, n := range members {
-		s.pollTimed(t, n.Name+" counting the foreign adverts", func(ctx context.Context) error {
+		s.pollFast(t, n.Name+" counting the foreign adverts", func(ctx context.Context) error {
 			m, err := scrapeNode(ctx, hc, n)
 			if err != nil {
 				return err
