@@ -37,7 +37,9 @@ type expectation struct {
 	// auth is VRRPv2's PASS authentication data: the first 8 bytes of
 	// OPENSHIFT_HA_CONFIG_NAME, zero-padded, as keepalived sends it.
 	auth [8]byte
-	vips []netip.Addr
+	// vips are the instance's VIPs sorted; order is them in the order
+	// keepalived sends them, that of virtual_ipaddress.
+	vips, order []netip.Addr
 	// peers are the unicast members other than this node; nil with
 	// multicast, where any source may be a member.
 	peers []netip.Addr
@@ -58,7 +60,7 @@ func expectations(p *plan.Plan) map[key]expectation {
 	out := make(map[key]expectation, len(p.Instances))
 	for _, in := range p.Instances {
 		k := key{v6: in.Is6(), vrid: int(in.RouterID)}
-		e := expectation{instance: in.Name, version: v4version, auth: auth, vips: slices.Clone(in.VIPs)}
+		e := expectation{instance: in.Name, version: v4version, auth: auth, vips: slices.Clone(in.VIPs), order: slices.Clone(in.VIPs)}
 		if k.v6 {
 			// keepalived speaks VRRPv3 for IPv6 whatever the settings.
 			e.version = 3

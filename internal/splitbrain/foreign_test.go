@@ -15,6 +15,12 @@ import (
 // 2001:db8::11/64.
 func testPlan(t testing.TB, r config.Raw) *plan.Plan {
 	t.Helper()
+	return testPlanOn(t, r, "192.0.2.11/24")
+}
+
+// testPlanOn plans r on a fake node with eth0 at addr4 and 2001:db8::11/64.
+func testPlanOn(t testing.TB, r config.Raw, addr4 string) *plan.Plan {
+	t.Helper()
 	if r.MonitorPort == "" {
 		r.MonitorPort = "0"
 	}
@@ -23,7 +29,7 @@ func testPlan(t testing.TB, r config.Raw) *plan.Plan {
 		t.Fatal(err)
 	}
 	h := hosttest.New(map[string][]netip.Prefix{"eth0": {
-		netip.MustParsePrefix("192.0.2.11/24"), netip.MustParsePrefix("2001:db8::11/64"),
+		netip.MustParsePrefix(addr4), netip.MustParsePrefix("2001:db8::11/64"),
 	}})
 	h.Default = "eth0"
 	p, err := plan.New(c, h)

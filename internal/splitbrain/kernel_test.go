@@ -78,14 +78,10 @@ func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *logBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v4, v6 bool
-	for _, in := range pl.Instances {
-		v4, v6 = v4 || !in.Is6(), v6 || in.Is6()
-	}
 	var socks sockets
 	if err := lab.InNetns(p.node, func() error {
 		var errs []error
-		socks, errs = openSockets(&ifi, v4, v6)
+		socks, errs = openSockets(&ifi, expectations(pl))
 		if len(errs) > 0 {
 			return fmt.Errorf("%v", errs)
 		}
@@ -262,10 +258,63 @@ func TestKernelForeignAdverts(t *testing.T) {
 			t.Errorf("counted %+v: only vrid 11 and 12 are foreign", f)
 		}
 	}
+	// The kernel filter itself: sockets like the guard's see the foreign
+	// adverts and never the member's.
+	p.filteredVRIDs(t, expectations(testPlan(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100,192.0.2.102"})))
 	if l := logs.lines("foreign VRRP speaker"); len(l) != 2 {
 		t.Errorf("log lines %q, want one per source", l)
 	} else if joined := strings.Join(l, "\n"); !strings.Contains(joined, "another authentication password") || !strings.Contains(joined, "VIPs [2001:db8::200]") {
 		t.Errorf("log lines %q do not say what differs", l)
+	}
+}
+
+// filteredVRIDs reads the node's filtered VRRP sockets for three seconds
+// and checks which router ids get through: 11 and 12, not 13.
+func (p *pair) filteredVRIDs(t *testing.T, expect map[key]expectation) {
+	t.Helper()
+	ifi, err := p.nl.Interface("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c4, c6 conn
+	if err := lab.InNetns(p.node, func() error {
+		var err error
+		if c4, err = listenVRRP(&ifi, expect, false); err != nil {
+			return err
+		}
+		c6, err = listenVRRP(&ifi, expect, true)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan int, 100)
+	for _, c := range []conn{c4, c6} {
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				n, _, err := c.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				if n > 1 {
+					seen <- int(buf[1])
+				}
+			}
+		}()
+	}
+	// Go strips the IPv4 header: the router id is the second byte of
+	// both.
+	time.Sleep(3 * time.Second)
+	c4.Close()
+	c6.Close()
+	close(seen)
+	got := map[int]int{}
+	for v := range seen {
+		got[v]++
+	}
+	t.Logf("adverts through the kernel filter, by router id: %v", got)
+	if got[11] == 0 || got[12] == 0 || got[13] != 0 {
+		t.Errorf("adverts through the kernel filter by router id %v, want 11 and 12 (foreign), never 13 (a member)", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
+	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
@@ -25,8 +26,8 @@ type conn interface {
 // Every one of them needs CAP_NET_RAW.
 type sockets struct {
 	// arp is an AF_PACKET socket for ARP frames (ETH_P_ARP), filtered in
-	// the kernel to replies, probes and announcements: ARP probes out,
-	// claims on VIPs in.
+	// the kernel to replies and announcements: ARP probes out, claims on
+	// VIPs in.
 	arp conn
 	// nsOut is an AF_PACKET socket bound to no protocol: it only sends
 	// the neighbour solicitations (probes with the unspecified source
@@ -57,15 +58,19 @@ func (s sockets) close() {
 	}
 }
 
-// openSockets opens the sockets for the families in use on ifi. Each one
-// that fails is left nil and its error returned, naming what it was for, so
-// that the rest still works.
-func openSockets(ifi *net.Interface, v4, v6 bool) (sockets, []error) {
+// openSockets opens the sockets for the families of expect's router ids on
+// ifi. Each one that fails is left nil and its error returned, naming what
+// it was for, so that the rest still works.
+func openSockets(ifi *net.Interface, expect map[key]expectation) (sockets, []error) {
 	var (
-		s    sockets
-		errs []error
-		err  error
+		s      sockets
+		errs   []error
+		err    error
+		v4, v6 bool
 	)
+	for k := range expect {
+		v4, v6 = v4 || !k.v6, v6 || k.v6
+	}
 	fail := func(what string, err error) {
 		errs = append(errs, fmt.Errorf("%s on %s: %w (needs CAP_NET_RAW)", what, ifi.Name, err))
 	}
@@ -73,7 +78,7 @@ func openSockets(ifi *net.Interface, v4, v6 bool) (sockets, []error) {
 		if s.arp, err = listenPacket(ifi, unix.ETH_P_ARP, arpFilter); err != nil {
 			fail("ARP socket for duplicate IPv4 VIP detection", err)
 		}
-		if s.vrrp4, err = listenIP(ifi, "ip4:112", "0.0.0.0"); err != nil {
+		if s.vrrp4, err = listenVRRP(ifi, expect, false); err != nil {
 			fail("raw VRRP socket for foreign IPv4 speakers", err)
 		}
 	}
@@ -84,7 +89,7 @@ func openSockets(ifi *net.Interface, v4, v6 bool) (sockets, []error) {
 		if s.naIn, err = listenNA(ifi); err != nil {
 			fail("ICMPv6 socket for duplicate IPv6 VIP detection", err)
 		}
-		if s.vrrp6, err = listenIP(ifi, "ip6:112", "::"); err != nil {
+		if s.vrrp6, err = listenVRRP(ifi, expect, true); err != nil {
 			fail("raw VRRP socket for foreign IPv6 speakers", err)
 		}
 	}
@@ -102,17 +107,17 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 	return c, nil
 }
 
-// arpProgram passes the ARP frames that can claim an address: replies,
-// probes (sender 0.0.0.0) and announcements (sender = target). Ordinary
-// requests, the bulk of ARP on a busy network, never leave the kernel.
+// arpProgram passes the ARP frames that claim an address for their
+// sender: replies (to this node's probes, among others) and announcements
+// (sender address = target address: the gratuitous ARP keepalived sends as
+// it takes a VIP). Requests and probes, the bulk of ARP on a busy network
+// and every other node's probes at 254 VIPs, never leave the kernel; in a
+// conflict, each holder's probe draws the other's reply.
 var arpProgram = []bpf.Instruction{
 	// The operation, after the Ethernet header and 6 bytes of ARP.
 	bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 7},
-	// The sender's protocol address: 0.0.0.0 is a probe.
-	bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 5},
-	// Equal to the target's: an announcement.
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 5},
+	// A request whose sender's protocol address equals its target's.
 	bpf.LoadAbsolute{Off: 14 + 24, Size: 4},
 	bpf.TAX{},
 	bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
@@ -144,6 +149,36 @@ func listenIP(ifi *net.Interface, network, address string) (net.PacketConn, erro
 		return serr
 	}}
 	return lc.ListenPacket(context.Background(), network, address)
+}
+
+// listenVRRP opens a raw VRRP socket on ifi with the kernel filter that
+// drops this deployment's own adverts (advertFilter).
+func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, error) {
+	network, address := "ip4:112", "0.0.0.0"
+	if v6 {
+		network, address = "ip6:112", "::"
+	}
+	c, err := listenIP(ifi, network, address)
+	if err != nil {
+		return nil, err
+	}
+	prog := advertFilter(expect, v6)
+	if prog == nil {
+		return c, nil
+	}
+	raw, err := bpf.Assemble(prog)
+	if err == nil {
+		if v6 {
+			err = ipv6.NewPacketConn(c).SetBPF(raw)
+		} else {
+			err = ipv4.NewPacketConn(c).SetBPF(raw)
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, errors.Join(errors.New("attaching the advert filter"), err)
+	}
+	return c, nil
 }
 
 // listenNA opens a raw ICMPv6 socket on ifi that the kernel lets only

@@ -33,6 +33,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/packet"
@@ -73,6 +74,10 @@ type Options struct {
 	Keepalived Keepalived
 	Logger     *slog.Logger
 }
+
+// probeBatch is how early a probe round may end, so that rounds close
+// together end in one wake-up of the loop.
+const probeBatch = 100 * time.Millisecond
 
 // timing holds the guard's periods.
 type timing struct {
@@ -131,6 +136,11 @@ type Guard struct {
 
 	foreign *foreign
 
+	// held are the VIPs on the interface at the last listing, for the
+	// readers to drop claims on VIPs this node does not hold without
+	// waking the loop.
+	held atomic.Pointer[map[netip.Addr]bool]
+
 	mu           sync.Mutex
 	conflicts    map[netip.Addr][]net.HardwareAddr
 	strayRemoved map[netip.Addr]uint64
@@ -166,11 +176,7 @@ func Open(o Options) (*Guard, error) {
 	} else {
 		notify = f
 	}
-	var v4, v6 bool
-	for _, in := range o.Plan.Instances {
-		v4, v6 = v4 || !in.Is6(), v6 || in.Is6()
-	}
-	socks, errs := openSockets(&ifi, v4, v6)
+	socks, errs := openSockets(&ifi, expectations(o.Plan))
 	for _, err := range errs {
 		log.Warn("split-brain detection works without this socket", "error", err)
 	}
@@ -303,7 +309,6 @@ func (g *Guard) Run(ctx context.Context) {
 	defer timer.Stop()
 	g.relist(time.Now())
 	for {
-		g.step(time.Now())
 		wait := time.Hour
 		if at, ok := g.next(); ok {
 			wait = max(time.Until(at), 0)
@@ -325,6 +330,7 @@ func (g *Guard) Run(ctx context.Context) {
 		case n := <-g.notes:
 			g.note(time.Now(), n)
 		case <-timer.C:
+			g.step(time.Now())
 		}
 	}
 }
@@ -372,7 +378,9 @@ func (g *Guard) step(now time.Time) {
 		}
 	}
 	g.checkRestart()
-	probe, changes := g.dup.due(now)
+	// Rounds that end within probeBatch end now: at 254 VIPs the loop
+	// wakes some ten times a second rather than once per VIP.
+	probe, changes := g.dup.due(now.Add(probeBatch))
 	g.send(probe)
 	g.report(changes)
 	if strays := g.stray.due(now); len(strays) > 0 {
@@ -381,7 +389,6 @@ func (g *Guard) step(now time.Time) {
 		}
 		g.relist(now)
 	}
-	g.publish()
 }
 
 // relist reads the interface's addresses: which VIPs this node holds, and
@@ -413,7 +420,11 @@ func (g *Guard) relist(now time.Time) {
 	g.send(probe)
 	g.report(ended)
 	g.stray.setHeld(now, held)
-	g.publish()
+	on := make(map[netip.Addr]bool, len(held))
+	for _, v := range held {
+		on[v] = true
+	}
+	g.held.Store(&on)
 }
 
 func (g *Guard) send(vips []netip.Addr) {
@@ -440,8 +451,11 @@ func (g *Guard) send(vips []netip.Addr) {
 	}
 }
 
-// report logs the start and end of conflicts.
+// report logs the start and end of conflicts and publishes them.
 func (g *Guard) report(changes []conflictChange) {
+	if len(changes) > 0 {
+		g.publish()
+	}
 	for _, c := range changes {
 		macs := macList(c.macs)
 		switch {
@@ -501,8 +515,8 @@ func (g *Guard) publish() {
 	g.mu.Unlock()
 }
 
-// readClaims reads claims on addresses from c and passes on the ones on
-// VIPs by other hosts.
+// readClaims reads claims on addresses from c and passes on the ones by
+// other hosts on VIPs this node holds.
 func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte) []claim) {
 	buf := make([]byte, 1500)
 	for {
@@ -513,8 +527,9 @@ func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte) []cl
 			}
 			continue
 		}
+		held := g.held.Load()
 		for _, cl := range decode(buf[:n]) {
-			if !g.isVIP[cl.addr] || bytes.Equal(cl.mac, g.mac) {
+			if held == nil || !(*held)[cl.addr] || bytes.Equal(cl.mac, g.mac) {
 				continue
 			}
 			select {
