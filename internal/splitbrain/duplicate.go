@@ -27,14 +27,24 @@ import (
 // that has just become MASTER checks at once, and a VIP in conflict keeps
 // to short rounds, so that the end shows soon after the other host lets go.
 type duplicates struct {
-	// interval is the length of a round when nothing changes; spread is
-	// added to it per VIP (from a hash of the address), so that the
-	// probes of VIPs taken together drift apart.
-	interval, spread time.Duration
+	// interval is the length of a round when nothing changes, stretched
+	// so that the node sends one probe per gap on average at most (at
+	// 150 VIPs and a 100 ms gap, a round lasts 15 s): the cost stays the
+	// same whatever the number of VIPs. A conflict usually starts with the
+	// other host announcing the VIP, which ends the round early, so the
+	// stretch slows only the detection of hosts that take a VIP silently.
+	interval, gap time.Duration
+	// spread is the part of a regular round added per VIP (from a hash of
+	// the address), so that the probes of VIPs taken together drift
+	// apart.
+	spread float64
 	// confirm is the length of a first round and of a confirming round.
 	confirm time.Duration
 
 	vips map[netip.Addr]*probeState
+	// nextEnd caches next's answer until a round changes.
+	nextEnd   time.Time
+	nextKnown bool
 }
 
 type probeState struct {
@@ -46,7 +56,8 @@ type probeState struct {
 	// there is none.
 	conflict []net.HardwareAddr
 	since    time.Time
-	offset   time.Duration
+	// hash places the VIP in the spread.
+	hash uint32
 }
 
 // conflictChange is the start or end of a conflict.
@@ -60,21 +71,29 @@ type conflictChange struct {
 	lasted   time.Duration
 }
 
-func newDuplicates(interval, spread, confirm time.Duration) *duplicates {
-	return &duplicates{interval: interval, spread: spread, confirm: confirm, vips: map[netip.Addr]*probeState{}}
+func newDuplicates(interval, gap, confirm time.Duration, spread float64) *duplicates {
+	return &duplicates{interval: interval, gap: gap, spread: spread, confirm: confirm, vips: map[netip.Addr]*probeState{}}
+}
+
+// regular is the length of a regular round of st: the interval, stretched
+// to the number of VIPs held, plus the VIP's share of the spread.
+func (d *duplicates) regular(st *probeState) time.Duration {
+	base := max(d.interval, time.Duration(len(d.vips))*d.gap)
+	return base + time.Duration(float64(base)*d.spread*float64(st.hash)/(1<<32))
 }
 
 // setHeld records which VIPs this node holds. It returns the VIPs to probe
 // now (the newly held ones) and the conflicts that ended because the VIP
 // left this node.
 func (d *duplicates) setHeld(now time.Time, held []netip.Addr) (probe []netip.Addr, ended []conflictChange) {
+	d.nextKnown = false
 	on := make(map[netip.Addr]bool, len(held))
 	for _, v := range held {
 		on[v] = true
 		if _, ok := d.vips[v]; ok {
 			continue
 		}
-		d.vips[v] = &probeState{end: now.Add(d.confirm), offset: d.offset(v)}
+		d.vips[v] = &probeState{end: now.Add(d.confirm), hash: hashAddr(v)}
 		probe = append(probe, v)
 	}
 	for v, st := range d.vips {
@@ -89,14 +108,11 @@ func (d *duplicates) setHeld(now time.Time, held []netip.Addr) (probe []netip.Ad
 	return probe, ended
 }
 
-func (d *duplicates) offset(v netip.Addr) time.Duration {
-	if d.spread <= 0 {
-		return 0
-	}
+func hashAddr(v netip.Addr) uint32 {
 	h := fnv.New32a()
 	b := v.As16()
 	h.Write(b[:])
-	return time.Duration(h.Sum32()) % d.spread
+	return h.Sum32()
 }
 
 // claim records that another host, mac, says it has vip. It reports
@@ -112,6 +128,7 @@ func (d *duplicates) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) 
 	if len(st.answered) == 0 && len(st.conflict) == 0 && !st.confirming {
 		if end := now.Add(d.confirm); end.Before(st.end) {
 			st.end = end
+			d.nextKnown = false
 		}
 	}
 	if !slices.ContainsFunc(st.answered, func(m net.HardwareAddr) bool { return bytes.Equal(m, mac) }) {
@@ -123,13 +140,14 @@ func (d *duplicates) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) 
 // due ends every round that is over at now and starts the next: it returns
 // the VIPs to probe and the conflicts that started or ended.
 func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictChange) {
+	d.nextKnown = false
 	for v, st := range d.vips {
 		if st.end.After(now) {
 			continue
 		}
 		answered := len(st.answered) > 0
 		inConflict := len(st.conflict) > 0
-		length := d.interval + st.offset
+		length := d.regular(st)
 		switch {
 		case answered == inConflict:
 			st.confirming = false
@@ -163,14 +181,15 @@ func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictC
 
 // next returns when the next round ends, or false when no VIP is held.
 func (d *duplicates) next() (time.Time, bool) {
-	var first time.Time
-	found := false
-	for _, st := range d.vips {
-		if !found || st.end.Before(first) {
-			first, found = st.end, true
+	if !d.nextKnown {
+		d.nextEnd, d.nextKnown = time.Time{}, true
+		for _, st := range d.vips {
+			if d.nextEnd.IsZero() || st.end.Before(d.nextEnd) {
+				d.nextEnd = st.end
+			}
 		}
 	}
-	return first, found
+	return d.nextEnd, !d.nextEnd.IsZero()
 }
 
 // conflicts returns the VIPs in conflict with the other MACs.

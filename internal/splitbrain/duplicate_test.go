@@ -21,7 +21,7 @@ type dupRun struct {
 
 func newDupRun(t *testing.T) *dupRun {
 	start := time.Unix(1000, 0)
-	return &dupRun{t: t, d: newDuplicates(2*time.Second, 0, time.Second), now: start, start: start, probes: map[netip.Addr][]time.Duration{}}
+	return &dupRun{t: t, d: newDuplicates(2*time.Second, 100*time.Millisecond, time.Second, 0), now: start, start: start, probes: map[netip.Addr][]time.Duration{}}
 }
 
 func (r *dupRun) held(vs ...netip.Addr) {
@@ -192,27 +192,40 @@ func TestDuplicates(t *testing.T) {
 	})
 }
 
-// TestDuplicatesSpread: with a spread, VIPs taken together are probed at
-// different times from the second regular round on, each within the spread.
-func TestDuplicatesSpread(t *testing.T) {
-	d := newDuplicates(2*time.Second, 500*time.Millisecond, time.Second)
+// TestDuplicatesScale: rounds stretch with the number of VIPs held, so a
+// node sends one probe per gap on average; with a spread, VIPs taken
+// together end their rounds at different times, each within the spread.
+func TestDuplicatesScale(t *testing.T) {
+	d := newDuplicates(2*time.Second, 100*time.Millisecond, time.Second, 0.25)
 	start := time.Unix(1000, 0)
 	var vips []netip.Addr
-	for i := 1; i <= 20; i++ {
-		vips = append(vips, netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}))
+	for i := 1; i <= 150; i++ {
+		vips = append(vips, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
 	}
 	d.setHeld(start, vips)
 	d.due(start.Add(time.Second))
 	ends := map[time.Time]bool{}
 	for _, v := range vips {
 		st := d.vips[v]
-		lead := st.end.Sub(start.Add(3 * time.Second))
-		if lead < 0 || lead >= 500*time.Millisecond {
-			t.Errorf("%s: round ends %v after the interval, want within the spread", v, lead)
+		lead := st.end.Sub(start.Add(time.Second + 15*time.Second))
+		if lead < 0 || lead >= 15*time.Second/4 {
+			t.Errorf("%s: round ends %v after 15 s, want within a quarter of it", v, lead)
 		}
 		ends[st.end] = true
 	}
-	if len(ends) < 10 {
-		t.Errorf("20 VIPs end their rounds at only %d distinct times", len(ends))
+	if len(ends) < 100 {
+		t.Errorf("150 VIPs end their rounds at only %d distinct times", len(ends))
+	}
+	// Over a minute, about 10 probes a second, not 75.
+	probes := 0
+	now := start.Add(time.Second)
+	for now.Before(start.Add(61 * time.Second)) {
+		next, _ := d.next()
+		now = next
+		p, _ := d.due(now)
+		probes += len(p)
+	}
+	if probes < 400 || probes > 700 {
+		t.Errorf("%d probes in a minute for 150 VIPs, want about 600 (one per 100 ms, less the spread)", probes)
 	}
 }

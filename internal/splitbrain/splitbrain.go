@@ -81,10 +81,11 @@ const probeBatch = 100 * time.Millisecond
 
 // timing holds the guard's periods.
 type timing struct {
-	// probe is the round length of a VIP whose state holds; spread is
-	// added per VIP; confirm is the length of a first and of a confirming
-	// round.
-	probe, spread, confirm time.Duration
+	// probe is the round length of a VIP whose state holds, stretched to
+	// one probe per gap at most; spread is the part of it added per VIP;
+	// confirm is the length of a first and of a confirming round.
+	probe, gap, confirm time.Duration
+	spread              float64
 	// grace is how long a VIP may sit on the interface while its instance
 	// is not MASTER.
 	grace time.Duration
@@ -96,7 +97,8 @@ type timing struct {
 func defaultTiming(advert time.Duration) timing {
 	return timing{
 		probe:   2 * time.Second,
-		spread:  500 * time.Millisecond,
+		gap:     100 * time.Millisecond,
+		spread:  0.25,
 		confirm: time.Second,
 		grace:   max(2*advert, time.Second),
 		relist:  10 * time.Second,
@@ -213,7 +215,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		log:          log,
 		claims:       make(chan claim, 256),
 		notes:        make(chan keepalived.Notification, 256),
-		dup:          newDuplicates(t.probe, t.spread, t.confirm),
+		dup:          newDuplicates(t.probe, t.gap, t.confirm, t.spread),
 		own:          map[netip.Addr]bool{},
 		foreign:      newForeign(),
 		conflicts:    map[netip.Addr][]net.HardwareAddr{},

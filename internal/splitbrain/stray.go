@@ -32,6 +32,10 @@ type strays struct {
 	// tried holds, per VIP, when its removal last failed: it is tried
 	// again one grace period later.
 	tried map[netip.Addr]time.Time
+	// nextAt caches next's answer until the inputs change.
+	nextAt    time.Time
+	nextOK    bool
+	nextKnown bool
 }
 
 // instanceState is what keepalived last said about an instance.
@@ -52,6 +56,7 @@ func newStrays(grace time.Duration, instance map[netip.Addr]string) *strays {
 
 // setHeld records which VIPs are on the interface now.
 func (s *strays) setHeld(now time.Time, held []netip.Addr) {
+	s.nextKnown = false
 	on := make(map[netip.Addr]bool, len(held))
 	for _, v := range held {
 		on[v] = true
@@ -82,12 +87,14 @@ func (s *strays) notify(now time.Time, n keepalived.Notification) {
 		return
 	}
 	s.states[n.Instance] = instanceState{state: n.State, since: now}
+	s.nextKnown = false
 }
 
 // forget drops every instance's state: keepalived restarted (or stopped),
 // and what the old one said no longer holds.
 func (s *strays) forget() {
 	clear(s.states)
+	s.nextKnown = false
 }
 
 // state returns the known state of vip's instance.
@@ -127,17 +134,21 @@ func (s *strays) due(now time.Time) []netip.Addr {
 
 // failed records a removal that did not work, so that it is tried again a
 // grace period later rather than at once.
-func (s *strays) failed(now time.Time, vip netip.Addr) { s.tried[vip] = now }
+func (s *strays) failed(now time.Time, vip netip.Addr) {
+	s.tried[vip] = now
+	s.nextKnown = false
+}
 
 // next returns when the next VIP becomes a stray, or false when none is
 // heading to be one.
 func (s *strays) next() (time.Time, bool) {
-	var first time.Time
-	found := false
-	for v := range s.heldSince {
-		if at, ok := s.strayAt(v); ok && (!found || at.Before(first)) {
-			first, found = at, true
+	if !s.nextKnown {
+		s.nextAt, s.nextOK, s.nextKnown = time.Time{}, false, true
+		for v := range s.heldSince {
+			if at, ok := s.strayAt(v); ok && (!s.nextOK || at.Before(s.nextAt)) {
+				s.nextAt, s.nextOK = at, true
+			}
 		}
 	}
-	return first, found
+	return s.nextAt, s.nextOK
 }
