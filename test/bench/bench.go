@@ -725,7 +725,7 @@ func (r *runner) scale(ctx context.Context) error {
 		}
 	}
 	defer r.stop(f)
-	if err := r.restCPU(ctx, f); err != nil {
+	if err := r.restCPU(ctx, f, vips); err != nil {
 		return err
 	}
 	return r.scrapeFleet(ctx, f, rowScaleScrape, rowScaleSize, rowScaleRSS, "", r.o.ScrapeFor/2)
@@ -733,9 +733,11 @@ func (r *runner) scale(ctx context.Context) error {
 
 // restCPU measures, on every node over cpuWindow with nobody scraping, the
 // CPU time the entrypoint and its keepalived (parent and VRRP child) use
-// per second: one sample per node.
-func (r *runner) restCPU(ctx context.Context, f *fleet) error {
-	if err := sleep(ctx, 2*time.Second); err != nil {
+// per second: one sample per node. It starts once no VIP has moved for
+// five advert intervals: the startup preemptions and their gratuitous
+// ARPs are over.
+func (r *runner) restCPU(ctx context.Context, f *fleet, vips []netip.Addr) error {
+	if _, err := r.c.WaitStable(ctx, vips, 5*time.Second); err != nil {
 		return err
 	}
 	cpu := func(pids []int) (time.Duration, error) {
