@@ -70,7 +70,8 @@ func (d *demo) splitBrain(ctx context.Context) error {
 	}
 
 	d.say("Every node that holds a VIP asks the network whether another host answers for it too (an")
-	d.say("RFC 5227 ARP probe when it takes the VIP and every 2 s; two answered rounds make a conflict):")
+	d.say("RFC 5227 ARP probe when it takes the VIP and every 2 s, and it hears the other node's gratuitous")
+	d.say("ARP); two answered rounds of probes, about three seconds, make a conflict:")
 	seen, err := d.waitDuplicates(ctx, start, doubled, s0.holders, blocked, true)
 	if err != nil {
 		return err

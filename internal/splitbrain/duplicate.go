@@ -23,9 +23,9 @@ import (
 // flip. So a conflict starts after two answered rounds and ends after two
 // silent ones: the moment of a normal handover, when the old master still
 // answers for a few milliseconds after the new one took the VIP, is not a
-// conflict. A VIP that becomes held starts with a short round, so a node
-// that has just become MASTER checks at once, and a VIP in conflict keeps
-// to short rounds, so that the end shows soon after the other host lets go.
+// conflict. A VIP that becomes held is probed at once and starts with a
+// two-second round, and a VIP in conflict keeps to one-second rounds, so
+// that the end shows soon after the other host lets go.
 type duplicates struct {
 	// interval is the length of a round when nothing changes, stretched
 	// so that the node sends one probe per gap on average at most (at
@@ -38,7 +38,8 @@ type duplicates struct {
 	// the address), so that the probes of VIPs taken together drift
 	// apart.
 	spread float64
-	// confirm is the length of a first round and of a confirming round.
+	// confirm is the length of a confirming round, and of a round while
+	// a conflict lasts; a first round is twice as long.
 	confirm time.Duration
 
 	vips map[netip.Addr]*probeState
@@ -75,6 +76,14 @@ func newDuplicates(interval, gap, confirm time.Duration, spread float64) *duplic
 	return &duplicates{interval: interval, gap: gap, spread: spread, confirm: confirm, vips: map[netip.Addr]*probeState{}}
 }
 
+// first is the length of a VIP's first round and of a round a claim cut
+// short: two confirming rounds, so that, with the confirming round after
+// it, a conflict needs the other host to answer for about three seconds.
+// No normal handover keeps a VIP on two nodes that long (the old master
+// lets go at the new one's first advert), but a node that starts 254
+// instances at once may, for a second or so.
+func (d *duplicates) first() time.Duration { return 2 * d.confirm }
+
 // regular is the length of a regular round of st: the interval, stretched
 // to the number of VIPs held, plus the VIP's share of the spread.
 func (d *duplicates) regular(st *probeState) time.Duration {
@@ -93,7 +102,7 @@ func (d *duplicates) setHeld(now time.Time, held []netip.Addr) (probe []netip.Ad
 		if _, ok := d.vips[v]; ok {
 			continue
 		}
-		d.vips[v] = &probeState{end: now.Add(d.confirm), hash: hashAddr(v)}
+		d.vips[v] = &probeState{end: now.Add(d.first()), hash: hashAddr(v)}
 		probe = append(probe, v)
 	}
 	for v, st := range d.vips {
@@ -126,7 +135,7 @@ func (d *duplicates) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) 
 		return false
 	}
 	if len(st.answered) == 0 && len(st.conflict) == 0 && !st.confirming {
-		if end := now.Add(d.confirm); end.Before(st.end) {
+		if end := now.Add(d.first()); end.Before(st.end) {
 			st.end = end
 			d.nextKnown = false
 		}

@@ -72,11 +72,11 @@ func TestDuplicates(t *testing.T) {
 		r.held(vip, other)
 		// The other host answers the first probe at once.
 		r.d.claim(r.now, vip, macB)
-		r.until(1500*time.Millisecond, answer(r))
+		r.until(2500*time.Millisecond, answer(r))
 		if len(r.changes) != 0 {
 			t.Fatalf("a conflict after one answered round: %+v", r.changes)
 		}
-		r.until(2500*time.Millisecond, answer(r))
+		r.until(3500*time.Millisecond, answer(r))
 		if len(r.changes) != 1 || !r.changes[0].started || r.changes[0].vip != vip || r.changes[0].macs[0].String() != macB.String() {
 			t.Fatalf("changes %+v, want the conflict on %s with %s to start", r.changes, vip, macB)
 		}
@@ -102,7 +102,7 @@ func TestDuplicates(t *testing.T) {
 		r := newDupRun(t)
 		r.held(vip, other)
 		r.d.claim(r.now, vip, macB)
-		// Rounds end at 1, 2 (the conflict starts), then every second
+		// Rounds end at 2, 3 (the conflict starts), then every second
 		// while the conflict lasts.
 		r.until(9500*time.Millisecond, answer(r))
 		if len(r.changes) != 1 {
@@ -139,16 +139,17 @@ func TestDuplicates(t *testing.T) {
 		}
 	})
 
-	t.Run("a claim between probes cuts the round short", func(t *testing.T) {
+	t.Run("a claim between probes cuts a long round short", func(t *testing.T) {
 		r := newDupRun(t)
+		r.d.interval = 10 * time.Second
 		r.held(vip)
-		r.until(1500*time.Millisecond, nil) // rounds: 0-1 s, then 1-3 s
-		r.d.claim(r.now, vip, macB)         // at 1.5 s: the round ends at 2.5 s
-		r.until(3500*time.Millisecond, answer(r))
+		r.until(3*time.Second, nil) // rounds: 0-2 s, then 2-12 s
+		r.d.claim(r.now, vip, macB) // at 3 s: the round ends at 5 s
+		r.until(6500*time.Millisecond, answer(r))
 		if len(r.changes) != 1 || !r.changes[0].started {
-			t.Fatalf("changes %+v, want a start by 3.5 s", r.changes)
+			t.Fatalf("changes %+v, want a start by 6 s", r.changes)
 		}
-		if got := r.probes[vip]; !slices.Equal(got, []time.Duration{0, time.Second, 2500 * time.Millisecond, 3500 * time.Millisecond}) {
+		if got := r.probes[vip]; !slices.Equal(got, []time.Duration{0, 2 * time.Second, 5 * time.Second, 6 * time.Second}) {
 			t.Errorf("probes at %v", got)
 		}
 	})
@@ -169,7 +170,7 @@ func TestDuplicates(t *testing.T) {
 		r := newDupRun(t)
 		r.held(vip)
 		r.until(9*time.Second, nil)
-		want := []time.Duration{0, time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second, 9 * time.Second}
+		want := []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second, 8 * time.Second}
 		if !slices.Equal(r.probes[vip], want) {
 			t.Errorf("probes at %v, want %v", r.probes[vip], want)
 		}
@@ -203,11 +204,11 @@ func TestDuplicatesScale(t *testing.T) {
 		vips = append(vips, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
 	}
 	d.setHeld(start, vips)
-	d.due(start.Add(time.Second))
+	d.due(start.Add(2 * time.Second))
 	ends := map[time.Time]bool{}
 	for _, v := range vips {
 		st := d.vips[v]
-		lead := st.end.Sub(start.Add(time.Second + 15*time.Second))
+		lead := st.end.Sub(start.Add(2*time.Second + 15*time.Second))
 		if lead < 0 || lead >= 15*time.Second/4 {
 			t.Errorf("%s: round ends %v after 15 s, want within a quarter of it", v, lead)
 		}
@@ -218,8 +219,8 @@ func TestDuplicatesScale(t *testing.T) {
 	}
 	// Over a minute, about 10 probes a second, not 75.
 	probes := 0
-	now := start.Add(time.Second)
-	for now.Before(start.Add(61 * time.Second)) {
+	now := start.Add(2 * time.Second)
+	for now.Before(start.Add(62 * time.Second)) {
 		next, _ := d.next()
 		now = next
 		p, _ := d.due(now)
