@@ -109,7 +109,6 @@ func defaultTiming(advert time.Duration) timing {
 type Guard struct {
 	iface      string
 	mac        net.HardwareAddr
-	vips       []netip.Addr
 	isVIP      map[netip.Addr]bool
 	instance   map[netip.Addr]string
 	expect     map[key]expectation
@@ -223,7 +222,6 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 	}
 	for _, in := range o.Plan.Instances {
 		for _, v := range in.VIPs {
-			g.vips = append(g.vips, v)
 			g.isVIP[v] = true
 			g.instance[v] = in.Name
 			g.strayRemoved[v] = 0
