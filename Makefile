@@ -58,6 +58,8 @@ fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/keepalived -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/keepalived -run '^$$' -fuzz '^FuzzParseNotification$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/splitbrain -run '^$$' -fuzz '^FuzzParseAdvert$$' -fuzztime $(FUZZTIME)
 
 # lint: vet, gofmt, go.mod tidy, golangci-lint (.golangci.yml), and
 # deadcode twice: no function unreachable from the mains and the tests, and

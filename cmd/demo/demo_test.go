@@ -91,3 +91,20 @@ func TestPrefixedWritesWholeLines(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestParseMetricsSplitBrain(t *testing.T) {
+	page := `ipfailover_vip_duplicate{mac="",vip="192.0.2.100"} 0
+ipfailover_vip_duplicate{mac="02:00:00:00:00:0b",vip="192.0.2.101"} 1
+ipfailover_vip_duplicate{mac="02:00:00:00:00:0c",vip="192.0.2.101"} 1
+ipfailover_vip_stray_removed_total{vip="192.0.2.100"} 2
+ipfailover_vip_stray_removed_total{vip="192.0.2.101"} 1
+`
+	got := parseMetrics(page)
+	want := map[netip.Addr][]string{netip.MustParseAddr("192.0.2.101"): {"02:00:00:00:00:0b", "02:00:00:00:00:0c"}}
+	if diff := cmp.Diff(want, got.Duplicate); diff != "" {
+		t.Errorf("duplicates (-want +got):\n%s", diff)
+	}
+	if got.StrayRemoved != 3 {
+		t.Errorf("stray removals %d, want 3", got.StrayRemoved)
+	}
+}

@@ -2,7 +2,8 @@
 // ipfailover, starts it with the real keepalived on three nodes of a lab
 // cluster (network, PID and mount namespaces), and narrates what happens
 // when a node's service fails and when a pod is rolled, with timings
-// measured on the kernel's addresses. It exits non-zero when anything does
+// measured on the kernel's addresses, and a split brain (VRRP blocked on a
+// node) seen and healed. It exits non-zero when anything does
 // not happen as expected, so it doubles as a smoke test.
 //
 // Usage, as root from the repository:
@@ -31,7 +32,7 @@ func main() {
 	}
 	verbose := flag.Bool("v", false, "stream every node's output and the lab's steps")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: demo [-v]\n\nRuns ipfailover on a three-node lab cluster and narrates two failovers. Needs root.\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: demo [-v]\n\nRuns ipfailover on a three-node lab cluster narrates two failovers and a split brain. Needs root.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,11 @@ type nodeMetrics struct {
 	Instance map[netip.Addr]string
 	// Restarts is ipfailover_keepalived_restarts_total.
 	Restarts string
+	// Duplicate lists, per VIP in conflict, the other hosts' MACs
+	// (ipfailover_vip_duplicate 1); nil when there is none.
+	Duplicate map[netip.Addr][]string
+	// StrayRemoved is ipfailover_vip_stray_removed_total over all VIPs.
+	StrayRemoved int
 }
 
 var (
@@ -127,6 +133,17 @@ func parseMetrics(page string) nodeMetrics {
 		case "ipfailover_vip_held":
 			if v, err := netip.ParseAddr(labels["vip"]); err == nil {
 				m.Instance[v] = labels["instance"]
+			}
+		case "ipfailover_vip_duplicate":
+			if v, err := netip.ParseAddr(labels["vip"]); err == nil && s[3] == "1" {
+				if m.Duplicate == nil {
+					m.Duplicate = map[netip.Addr][]string{}
+				}
+				m.Duplicate[v] = append(m.Duplicate[v], labels["mac"])
+			}
+		case "ipfailover_vip_stray_removed_total":
+			if n, err := strconv.Atoi(s[3]); err == nil {
+				m.StrayRemoved += n
 			}
 		}
 	}

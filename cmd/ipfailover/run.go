@@ -11,6 +11,7 @@ import (
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/metrics"
+	"github.com/ipfailover/ipfailover/internal/splitbrain"
 	"github.com/ipfailover/ipfailover/internal/supervisor"
 	"github.com/ipfailover/ipfailover/iptables"
 )
@@ -70,12 +71,17 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		Logger: log,
 		Reaper: reaper,
 	})
+	guard, err := splitbrain.Open(splitbrain.Options{Plan: p, Host: nl, Keepalived: sup, Logger: log})
+	if err != nil {
+		return err
+	}
 	srv, err := metrics.New(metrics.Options{
 		Address:          cfg.MetricsAddress,
 		Plan:             p,
 		Keepalived:       sup,
 		KeepalivedBinary: binary,
 		VIPs:             nl,
+		SplitBrain:       guard,
 		Version:          version,
 		Check:            chk.metricsOrNil(),
 		Logger:           log,
@@ -101,6 +107,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		}
 	})
 	wg.Go(func() { reloadOnSignal(supervised, log, hup, nl, sup, chk) })
+	wg.Go(func() { guard.Run(supervised) })
 
 	runErr := sup.Run(ctx)
 	endSupervision()

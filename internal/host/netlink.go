@@ -21,6 +21,9 @@ const dumpAttempts = 5
 // safe for concurrent use.
 type Netlink struct {
 	h *netlink.Handle
+	// ns is a copy of the namespace handle, for WatchAddrs; closed (-1)
+	// means the current namespace.
+	ns netns.NsHandle
 }
 
 var _ Addrs = (*Netlink)(nil)
@@ -39,12 +42,24 @@ func NewNetlinkAt(ns netns.NsHandle) (*Netlink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening a netlink socket in %s: %w", ns, err)
 	}
-	return &Netlink{h: h}, nil
+	own := netns.None()
+	if ns.IsOpen() {
+		fd, err := unix.FcntlInt(uintptr(ns), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("keeping a handle of %s: %w", ns, err)
+		}
+		own = netns.NsHandle(fd)
+	}
+	return &Netlink{h: h, ns: own}, nil
 }
 
 // Close releases the socket.
 func (n *Netlink) Close() {
 	n.h.Close()
+	if n.ns.IsOpen() {
+		n.ns.Close()
+	}
 }
 
 // DefaultInterface returns the name of the interface of the default route:

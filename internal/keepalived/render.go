@@ -46,6 +46,7 @@ type data struct {
 	Preemption    string
 	AuthPass      string
 	Notify        string
+	NotifyFIFO    string
 	Instances     []config.Instance
 }
 
@@ -60,6 +61,7 @@ func Render(c *config.Config, node config.Node, instances []config.Instance) ([]
 		Preemption: c.Preemption.String(),
 		AuthPass:   c.Name,
 		Notify:     c.NotifyScript,
+		NotifyFIFO: NotifyFIFO,
 		Instances:  instances,
 	}
 	switch c.Check {

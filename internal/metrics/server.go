@@ -50,6 +50,8 @@ type Options struct {
 	VIPs host.Lister
 	// Proc is where keepalived's process state is read; the zero FS is the host's /proc.
 	Proc proc.FS
+	// SplitBrain is the split-brain guard; nil leaves its metrics out.
+	SplitBrain SplitBrain
 
 	// Version of this program, for ipfailover_build_info.
 	Version string
@@ -116,6 +118,9 @@ func New(o Options) (*Server, error) {
 		if err := reg.Register(o.Check); err != nil {
 			return nil, fmt.Errorf("registering the check's metrics: %w", err)
 		}
+	}
+	if o.SplitBrain != nil {
+		reg.MustRegister(newSplitBrainCollector(o.SplitBrain, o.Plan.Config.VIPs))
 	}
 
 	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, log: o.Logger}

@@ -68,12 +68,18 @@ type namedOutput struct {
 // failed, every process's output is logged first.
 func newScenario(t *testing.T) *scenario {
 	t.Helper()
+	return newScenarioOf(t, 3)
+}
+
+// newScenarioOf is newScenario with the given number of nodes.
+func newScenarioOf(t *testing.T, nodes int) *scenario {
+	t.Helper()
 	needRoot(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
 	t.Cleanup(cancel)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	c, err := lab.New(ctx, lab.Options{Logger: log})
+	c, err := lab.New(ctx, lab.Options{Nodes: nodes, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,71 @@
+package host_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestWatchAddrs subscribes in a namespace of its own (which proves the
+// subscription lives there, not in the test's namespace): a value at once,
+// one after a VIP lands on the watched interface and one after it goes,
+// none for an address on another interface, and the channel closes when
+// the context ends.
+func TestWatchAddrs(t *testing.T) {
+	n := newNS(t)
+	n.veth(t, "ipf0", "ipf0p", true)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := n.nl.WatchAddrs(ctx, "ipf0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string) {
+		t.Helper()
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				t.Fatalf("%s: channel closed", what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no value", what)
+		}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case <-ch:
+			t.Fatalf("%s: a value, want none", what)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	next("start")
+	quiet("nothing changed")
+
+	n.addr(t, "ipf0p", "192.0.2.9/32", nil)
+	quiet("an address on another interface")
+
+	n.addr(t, "ipf0", "192.0.2.100/32", nil)
+	next("VIP added")
+	if err := n.nl.Delete("ipf0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	next("VIP deleted")
+
+	if _, err := n.nl.WatchAddrs(ctx, "nosuch0"); err == nil {
+		t.Error("WatchAddrs of a missing interface: no error")
+	}
+	cancel()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("channel not closed after the context ended")
+		}
+	}
+}

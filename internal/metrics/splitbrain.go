@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"net/netip"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ipfailover/ipfailover/internal/splitbrain"
+)
+
+// SplitBrain is the split-brain guard (splitbrain.Guard): what it has seen
+// so far.
+type SplitBrain interface {
+	Snapshot() splitbrain.Snapshot
+}
+
+// splitBrainCollector exports the guard's view:
+// ipfailover_vip_duplicate, ipfailover_vip_stray_removed_total and
+// ipfailover_vrrp_foreign_adverts_total.
+type splitBrainCollector struct {
+	guard   SplitBrain
+	vips    []netip.Addr
+	dup     *prometheus.Desc
+	stray   *prometheus.Desc
+	foreign *prometheus.Desc
+}
+
+func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollector {
+	return &splitBrainCollector{
+		guard: g,
+		vips:  vips,
+		dup: prometheus.NewDesc("ipfailover_vip_duplicate",
+			"1 while another host (mac) answers ARP or neighbour solicitation for a VIP this node holds: the VIP is on two nodes. 0, with an empty mac, otherwise.",
+			[]string{"vip", "mac"}, nil),
+		stray: prometheus.NewDesc("ipfailover_vip_stray_removed_total",
+			"VIPs removed from this node's interface because keepalived's instance for them was not MASTER here.",
+			[]string{"vip"}, nil),
+		foreign: prometheus.NewDesc("ipfailover_vrrp_foreign_adverts_total",
+			"VRRP adverts for one of this deployment's router ids from a speaker outside it (another VIP set, authentication or version, or a source that is not a unicast peer).",
+			[]string{"vrid", "source"}, nil),
+	}
+}
+
+func (c *splitBrainCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.dup
+	ch <- c.stray
+	ch <- c.foreign
+}
+
+func (c *splitBrainCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.guard.Snapshot()
+	for _, v := range c.vips {
+		vip := v.String()
+		if macs := s.Duplicates[v]; len(macs) > 0 {
+			for _, m := range macs {
+				ch <- prometheus.MustNewConstMetric(c.dup, prometheus.GaugeValue, 1, vip, m.String())
+			}
+		} else {
+			ch <- prometheus.MustNewConstMetric(c.dup, prometheus.GaugeValue, 0, vip, "")
+		}
+		ch <- prometheus.MustNewConstMetric(c.stray, prometheus.CounterValue, float64(s.StrayRemoved[v]), vip)
+	}
+	for _, f := range s.Foreign {
+		ch <- prometheus.MustNewConstMetric(c.foreign, prometheus.CounterValue, float64(f.Adverts), strconv.Itoa(f.VRID), f.Source)
+	}
+}

@@ -1,0 +1,414 @@
+package splitbrain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/host/hosttest"
+)
+
+// fakeHost is an in-memory interface: hosttest.Addrs, a MAC, and address
+// change notifications after every Add and Delete.
+type fakeHost struct {
+	*hosttest.Addrs
+	mac     net.HardwareAddr
+	changes chan struct{}
+}
+
+func newFakeHost(prefixes ...string) *fakeHost {
+	var ps []netip.Prefix
+	for _, p := range prefixes {
+		ps = append(ps, netip.MustParsePrefix(p))
+	}
+	return &fakeHost{Addrs: hosttest.New(map[string][]netip.Prefix{"eth0": ps}), mac: macA, changes: make(chan struct{}, 1)}
+}
+
+func (h *fakeHost) Interface(name string) (net.Interface, error) {
+	ifi, err := h.Addrs.Interface(name)
+	ifi.HardwareAddr = h.mac
+	return ifi, err
+}
+
+func (h *fakeHost) WatchAddrs(context.Context, string) (<-chan struct{}, error) {
+	return h.changes, nil
+}
+
+func (h *fakeHost) Add(iface string, p netip.Prefix) error {
+	defer h.changed()
+	return h.Addrs.Add(iface, p)
+}
+
+func (h *fakeHost) Delete(iface string, p netip.Prefix) error {
+	defer h.changed()
+	return h.Addrs.Delete(iface, p)
+}
+
+func (h *fakeHost) changed() {
+	select {
+	case h.changes <- struct{}{}:
+	default:
+	}
+}
+
+func (h *fakeHost) has(a netip.Addr) bool {
+	ps, _ := h.List("eth0")
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr() == a })
+}
+
+// fakeConn is a socket: what the test puts in is read, what the guard
+// writes is kept.
+type fakeConn struct {
+	in     chan packetIn
+	closed chan struct{}
+	once   sync.Once
+
+	mu      sync.Mutex
+	written [][]byte
+	onWrite func(b []byte)
+}
+
+type packetIn struct {
+	b    []byte
+	from net.Addr
+}
+
+func newFakeConn() *fakeConn {
+	return &fakeConn{in: make(chan packetIn, 64), closed: make(chan struct{})}
+}
+
+func (c *fakeConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	select {
+	case p := <-c.in:
+		return copy(b, p.b), p.from, nil
+	case <-c.closed:
+		return 0, nil, net.ErrClosed
+	}
+}
+
+func (c *fakeConn) WriteTo(b []byte, _ net.Addr) (int, error) {
+	c.mu.Lock()
+	c.written = append(c.written, bytes.Clone(b))
+	f := c.onWrite
+	c.mu.Unlock()
+	if f != nil {
+		f(b)
+	}
+	return len(b), nil
+}
+
+func (c *fakeConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+func (c *fakeConn) setOnWrite(f func([]byte)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onWrite = f
+}
+
+type fakeKeepalived struct{ pid atomic.Int64 }
+
+func (k *fakeKeepalived) PID() int { return int(k.pid.Load()) }
+
+// logBuffer keeps log lines for the test to search.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) lines(substr string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for line := range strings.SplitSeq(l.buf.String(), "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// guardTest is a guard on fakes, with short periods.
+type guardTest struct {
+	t      *testing.T
+	host   *fakeHost
+	socks  sockets
+	arp    *fakeConn
+	vrrp4  *fakeConn
+	notify *io.PipeWriter
+	k      *fakeKeepalived
+	logs   *logBuffer
+	g      *Guard
+	done   chan struct{}
+}
+
+var testTiming = timing{probe: 100 * time.Millisecond, confirm: 50 * time.Millisecond, grace: 300 * time.Millisecond, relist: time.Hour}
+
+func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
+	t.Helper()
+	gt := &guardTest{t: t, host: newFakeHost(prefixes...), arp: newFakeConn(), vrrp4: newFakeConn(), k: &fakeKeepalived{}, logs: &logBuffer{}, done: make(chan struct{})}
+	gt.k.pid.Store(100)
+	gt.socks = sockets{arp: gt.arp, vrrp4: gt.vrrp4}
+	r, w := io.Pipe()
+	gt.notify = w
+	ifi, err := gt.host.Interface("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := newGuard(Options{
+		Plan: testPlan(t, raw), Host: gt.host, Keepalived: gt.k,
+		Logger: slog.New(slog.NewTextHandler(gt.logs, nil)),
+	}, &ifi, r, gt.socks, testTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt.g = g
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		defer close(gt.done)
+		g.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-gt.done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after the context ended")
+		}
+		if t.Failed() {
+			t.Logf("guard's log:\n%s", gt.logs.buf.String())
+		}
+	})
+	return gt
+}
+
+func (gt *guardTest) say(lines ...string) {
+	gt.t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(gt.notify, l+"\n"); err != nil {
+			gt.t.Fatal(err)
+		}
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func (gt *guardTest) waitFor(what string, cond func() bool) {
+	gt.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			gt.t.Fatalf("no %s within 10 s; snapshot %+v", what, gt.g.Snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestGuardRemovesStrays(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100-101"}, "192.0.2.11/24", "192.0.2.101/32")
+	v100, v101 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
+	// keepalived 2.2.7 writes MASTER_RX_LOWER_PRI when a master hears a
+	// lower priority: an event, the instance stays MASTER.
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" BACKUP 240`, `INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`,
+		`INSTANCE "OpenShift_IPFailover_VIP_2" MASTER_RX_LOWER_PRI 254`)
+
+	// A VIP added by hand, with a subnet's prefix length, to the BACKUP
+	// instance's node.
+	added := time.Now()
+	if err := gt.host.Add("eth0", netip.MustParsePrefix("192.0.2.100/24")); err != nil {
+		t.Fatal(err)
+	}
+	gt.waitFor("stray removed", func() bool { return !gt.host.has(v100) })
+	if took := time.Since(added); took < testTiming.grace {
+		t.Errorf("removed after %v, before the grace period of %v", took, testTiming.grace)
+	}
+	gt.waitFor("count", func() bool { return gt.g.Snapshot().StrayRemoved[v100] == 1 })
+	if !gt.host.has(v101) || !gt.host.has(netip.MustParseAddr("192.0.2.11")) {
+		t.Error("the MASTER's VIP or the node's own address went too")
+	}
+	if l := gt.logs.lines("removed a stray VIP"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100/24") || !strings.Contains(l[0], "keepalived_state=BACKUP") {
+		t.Errorf("log lines %q, want one naming 192.0.2.100/24 and BACKUP", l)
+	}
+	if n := gt.g.Snapshot().StrayRemoved[v101]; n != 0 {
+		t.Errorf("stray count of the MASTER's VIP %d", n)
+	}
+
+	// keepalived restarts: what the old one said no longer holds, so a VIP
+	// that appears now stays until the new one has spoken.
+	gt.k.pid.Store(200)
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`)
+	if err := gt.host.Add("eth0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * testTiming.grace)
+	if !gt.host.has(v100) {
+		t.Fatal("a VIP removed while the new keepalived had not announced its instance")
+	}
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" BACKUP 240`)
+	gt.waitFor("second stray removed", func() bool { return !gt.host.has(v100) })
+	gt.waitFor("count 2", func() bool { return gt.g.Snapshot().StrayRemoved[v100] == 2 })
+
+	// The instance becomes MASTER: its VIP stays.
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" MASTER 240`)
+	time.Sleep(50 * time.Millisecond)
+	if err := gt.host.Add("eth0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * testTiming.grace)
+	if !gt.host.has(v100) {
+		t.Error("a MASTER's VIP was removed")
+	}
+}
+
+func TestGuardStrayRemovalFails(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100"}, "192.0.2.11/24")
+	p := netip.MustParsePrefix("192.0.2.100/32")
+	gt.host.FailDelete(p, errors.New("operation not permitted"))
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" BACKUP 240`)
+	if err := gt.host.Add("eth0", p); err != nil {
+		t.Fatal(err)
+	}
+	gt.waitFor("two failures logged", func() bool { return len(gt.logs.lines("removing a stray VIP")) >= 2 })
+	if n := gt.g.Snapshot().StrayRemoved[p.Addr()]; n != 0 {
+		t.Errorf("a failed removal counted: %d", n)
+	}
+	if l := gt.logs.lines("removing a stray VIP"); !strings.Contains(l[0], "operation not permitted") {
+		t.Errorf("log %q does not give the reason", l[0])
+	}
+}
+
+func TestGuardDuplicates(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100-101"}, "192.0.2.11/24")
+	v100 := netip.MustParseAddr("192.0.2.100")
+	var answering atomic.Bool
+	answering.Store(true)
+	gt.arp.setOnWrite(func(b []byte) {
+		d := newARPDecoder()
+		cl := d.claims(b)
+		if len(cl) != 1 || cl[0].addr != v100 || !answering.Load() {
+			return
+		}
+		gt.arp.in <- packetIn{b: arpFrame(t, 2, macB, "192.0.2.100", macA, "0.0.0.0")}
+	})
+	if err := gt.host.Add("eth0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	if err := gt.host.Add("eth0", netip.MustParsePrefix("192.0.2.101/32")); err != nil {
+		t.Fatal(err)
+	}
+	gt.waitFor("a conflict on .100", func() bool { return len(gt.g.Snapshot().Duplicates[v100]) == 1 })
+	s := gt.g.Snapshot()
+	if got := s.Duplicates[v100][0].String(); got != macB.String() || len(s.Duplicates) != 1 {
+		t.Errorf("duplicates %v, want only %s with %s", s.Duplicates, v100, macB)
+	}
+	if l := gt.logs.lines("duplicate VIP: another host answers"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100") || !strings.Contains(l[0], "other_mac="+macB.String()) {
+		t.Errorf("log lines %q, want one naming the VIP and %s", l, macB)
+	}
+	// The probes are ARP probes for the held VIPs, from this node's MAC.
+	gt.arp.mu.Lock()
+	var probed []string
+	for _, b := range gt.arp.written {
+		f, _ := arpProbe(macA, v100)
+		if bytes.Equal(b, f) {
+			probed = append(probed, "100")
+		}
+		f, _ = arpProbe(macA, netip.MustParseAddr("192.0.2.101"))
+		if bytes.Equal(b, f) {
+			probed = append(probed, "101")
+		}
+	}
+	gt.arp.mu.Unlock()
+	if !slices.Contains(probed, "100") || !slices.Contains(probed, "101") {
+		t.Errorf("probes sent for %v, want both VIPs", probed)
+	}
+
+	// Claims from this node's own MAC and on addresses that are not VIPs
+	// change nothing; the other host stops answering: the conflict ends.
+	gt.arp.in <- packetIn{b: arpFrame(t, 2, macA, "192.0.2.101", macA, "0.0.0.0")}
+	answering.Store(false)
+	gt.waitFor("the conflict to end", func() bool { return len(gt.g.Snapshot().Duplicates) == 0 })
+	if l := gt.logs.lines("duplicate VIP over: no other host answers"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100") {
+		t.Errorf("log lines %q, want one end naming the VIP", l)
+	}
+
+	// A conflict that ends because this node lets the VIP go.
+	answering.Store(true)
+	gt.waitFor("a second conflict", func() bool { return len(gt.g.Snapshot().Duplicates) == 1 })
+	if err := gt.host.Delete("eth0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	gt.waitFor("the conflict to end with the release", func() bool { return len(gt.g.Snapshot().Duplicates) == 0 })
+	if l := gt.logs.lines("duplicate VIP over: this node released it"); len(l) != 1 {
+		t.Errorf("log lines %q, want one release", l)
+	}
+}
+
+func TestGuardForeignAdverts(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100,192.0.2.102", VIPGroups: "1", Offset: "10"}, "192.0.2.11/24")
+	frames := capturedAdverts(t)
+	// keepalived's own advert for vrid 11 with VIPs .100 and .102 and
+	// auth_pass OpenShift-IPFailover: exactly this deployment's.
+	_, member, _ := ipPayload(t, frames["v2-multicast"])
+	// The same with another password.
+	otherPass := bytes.Clone(member)
+	copy(otherPass[len(otherPass)-8:], "hunter2\x00")
+	from := func(s string) net.Addr { return &net.IPAddr{IP: net.ParseIP(s)} }
+	for range 3 {
+		gt.vrrp4.in <- packetIn{b: member, from: from("192.0.2.12")}
+		gt.vrrp4.in <- packetIn{b: otherPass, from: from("192.0.2.99")}
+	}
+	gt.waitFor("three foreign adverts", func() bool {
+		f := gt.g.Snapshot().Foreign
+		return len(f) == 1 && f[0].Adverts == 3
+	})
+	if f := gt.g.Snapshot().Foreign[0]; f.VRID != 11 || f.Source != "192.0.2.99" {
+		t.Errorf("foreign %+v, want vrid 11 from 192.0.2.99", f)
+	}
+	l := gt.logs.lines("foreign VRRP speaker")
+	if len(l) != 1 {
+		t.Fatalf("log lines %q, want one for the one source", l)
+	}
+	for _, want := range []string{"source=192.0.2.99", "vrid=11", "another authentication password", "ipfailover vr-ids", "OPENSHIFT_HA_VRRP_ID_OFFSET"} {
+		if !strings.Contains(l[0], want) {
+			t.Errorf("log line %q lacks %q", l[0], want)
+		}
+	}
+	// The node's own address is never a foreign speaker; neither is a
+	// router id of another deployment.
+	gt.vrrp4.in <- packetIn{b: otherPass, from: from("192.0.2.11")}
+	otherVRID := bytes.Clone(otherPass)
+	otherVRID[1] = 99
+	gt.vrrp4.in <- packetIn{b: otherVRID, from: from("192.0.2.98")}
+	gt.vrrp4.in <- packetIn{b: otherPass, from: from("192.0.2.99")}
+	gt.waitFor("the fourth advert", func() bool { return gt.g.Snapshot().Foreign[0].Adverts == 4 })
+	if f := gt.g.Snapshot().Foreign; len(f) != 1 {
+		t.Errorf("foreign %+v, want only 192.0.2.99", f)
+	}
+}
+
+// TestGuardOpenErrors: a guard needs its plan, host and keepalived.
+func TestGuardOpenErrors(t *testing.T) {
+	for i, o := range []Options{{}, {Plan: testPlan(t, config.Raw{VirtualIPs: "192.0.2.100"})}} {
+		if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "required") {
+			t.Errorf("Open(options %d) = %v, want an error naming what is required", i, err)
+		}
+	}
+}

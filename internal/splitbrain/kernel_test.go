@@ -1,0 +1,363 @@
+package splitbrain
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+
+	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/test/lab"
+	"github.com/ipfailover/ipfailover/test/nstest"
+)
+
+// pair is two network namespaces, "node" and "peer", joined by a veth
+// whose ends are both called eth0: node 192.0.2.11 and 2001:db8::11, peer
+// 192.0.2.12 and 2001:db8::12.
+type pair struct {
+	node, peer string
+	peerMAC    net.HardwareAddr
+	nl         *host.Netlink
+}
+
+func newPair(t *testing.T) *pair {
+	t.Helper()
+	p := &pair{node: nstest.New(t, "ipf-sb-node"), peer: nstest.New(t, "ipf-sb-peer")}
+	run(t, "ip", "link", "add", "eth0", "netns", p.node, "type", "veth", "peer", "name", "eth0", "netns", p.peer)
+	for _, side := range []struct{ ns, a4, a6 string }{{p.node, "192.0.2.11/24", "2001:db8::11/64"}, {p.peer, "192.0.2.12/24", "2001:db8::12/64"}} {
+		nstest.IP(t, side.ns, "addr", "add", side.a4, "dev", "eth0")
+		nstest.IP(t, side.ns, "addr", "add", side.a6, "dev", "eth0", "nodad")
+		nstest.IP(t, side.ns, "link", "set", "lo", "up")
+		nstest.IP(t, side.ns, "link", "set", "eth0", "up")
+	}
+	ns, err := netns.GetFromName(p.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if p.nl, err = host.NewNetlinkAt(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.nl.Close)
+	out, err := exec.Command("ip", "-n", p.peer, "-br", "link", "show", "eth0").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(out))
+	if p.peerMAC, err = net.ParseMAC(f[len(f)-2]); err != nil {
+		t.Fatalf("peer MAC in %q: %v", out, err)
+	}
+	return p
+}
+
+func run(t *testing.T, argv ...string) {
+	t.Helper()
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+}
+
+// guard runs a guard in the node namespace with its real sockets, opened
+// there, and returns it with its log.
+func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *logBuffer) {
+	t.Helper()
+	pl := testPlan(t, raw)
+	ifi, err := p.nl.Interface("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var socks sockets
+	if err := lab.InNetns(p.node, func() error {
+		var errs []error
+		socks, errs = openSockets(&ifi, expectations(pl))
+		if len(errs) > 0 {
+			return fmt.Errorf("%v", errs)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	g, err := newGuard(Options{Plan: pl, Host: p.nl, Keepalived: &fakeKeepalived{}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+		&ifi, nil, socks, timing{probe: 200 * time.Millisecond, confirm: 100 * time.Millisecond, grace: time.Second, relist: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("guard's log:\n%s", logs.buf.String())
+		}
+	})
+	return g, logs
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("no %s within 20 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestKernelDuplicates: the peer's kernel holds the node's VIPs too, and
+// answers the node's ARP probe and neighbour solicitation as any Linux
+// host does; the guard sees both conflicts with the peer's MAC, and their
+// end when the peer lets go.
+func TestKernelDuplicates(t *testing.T) {
+	p := newPair(t)
+	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100")
+	for _, ns := range []string{p.node, p.peer} {
+		nstest.IP(t, ns, "addr", "add", "192.0.2.100/32", "dev", "eth0")
+		nstest.IP(t, ns, "addr", "add", "2001:db8::100/128", "dev", "eth0", "nodad")
+	}
+	g, logs := p.guard(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})
+	took := waitUntil(t, "both conflicts", func() bool {
+		d := g.Snapshot().Duplicates
+		return len(d[v4]) == 1 && len(d[v6]) == 1
+	})
+	t.Logf("both conflicts seen %v after the guard started", took)
+	for v, macs := range g.Snapshot().Duplicates {
+		if macs[0].String() != p.peerMAC.String() {
+			t.Errorf("%s: other MAC %s, want the peer's %s", v, macs[0], p.peerMAC)
+		}
+	}
+	for _, v := range []string{"192.0.2.100", "2001:db8::100"} {
+		if l := logs.lines("duplicate VIP: another host answers"); !strings.Contains(strings.Join(l, "\n"), "vip="+v+" other_mac="+p.peerMAC.String()) {
+			t.Errorf("no start logged for %s with %s: %q", v, p.peerMAC, l)
+		}
+	}
+
+	nstest.IP(t, p.peer, "addr", "del", "192.0.2.100/32", "dev", "eth0")
+	nstest.IP(t, p.peer, "addr", "del", "2001:db8::100/128", "dev", "eth0")
+	took = waitUntil(t, "the conflicts to end", func() bool { return len(g.Snapshot().Duplicates) == 0 })
+	t.Logf("conflicts over %v after the peer let go", took)
+	if l := logs.lines("duplicate VIP over: no other host answers"); len(l) != 2 {
+		t.Errorf("ends logged: %q, want two", l)
+	}
+}
+
+// keepalivedConf is a plain keepalived's configuration for the peer: vrid
+// 11 with another password, vrid 12 (IPv6) with another VIP, vrid 13 just
+// as this deployment has it.
+const keepalivedConf = `global_defs {
+   router_id peer
+   script_user root
+}
+vrrp_instance other_password {
+   interface eth0
+   state MASTER
+   virtual_router_id 11
+   priority 200
+   authentication {
+      auth_type PASS
+      auth_pass another
+   }
+   virtual_ipaddress {
+      192.0.2.100 dev eth0
+   }
+}
+vrrp_instance other_vips {
+   interface eth0
+   state MASTER
+   virtual_router_id 12
+   priority 200
+   virtual_ipaddress {
+      2001:db8::200 dev eth0
+   }
+}
+vrrp_instance member {
+   interface eth0
+   state MASTER
+   virtual_router_id 13
+   priority 200
+   authentication {
+      auth_type PASS
+      auth_pass OpenShift-IPFailover
+   }
+   virtual_ipaddress {
+      192.0.2.102 dev eth0
+   }
+}
+`
+
+// TestKernelForeignAdverts runs the real keepalived in the peer with two
+// instances on this deployment's router ids that are not this deployment's
+// and one that is; the node listens the way its keepalived would (a member
+// of the VRRP groups). The guard counts the first two, by router id and
+// source, and not the third.
+func TestKernelForeignAdverts(t *testing.T) {
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("needs keepalived")
+	}
+	p := newPair(t)
+	g, logs := p.guard(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100,192.0.2.102"})
+	p.joinVRRP(t)
+
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "keepalived.conf")
+	if err := os.WriteFile(conf, []byte(keepalivedConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cmd := exec.Command("ip", "netns", "exec", p.peer, "keepalived", "-n", "-l", "--vrrp", "-f", conf,
+		"-p", filepath.Join(dir, "k.pid"), "-r", filepath.Join(dir, "v.pid"), "-c", filepath.Join(dir, "c.pid"))
+	out := &logBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("keepalived's output:\n%s", out.buf.String())
+		}
+	})
+	ll, err := linkLocal(p.peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "foreign adverts on vrid 11 and 12", func() bool {
+		n := 0
+		for _, f := range g.Snapshot().Foreign {
+			if f.VRID == 11 && f.Source == "192.0.2.12" || f.VRID == 12 && f.Source == ll.String() {
+				n++
+			}
+		}
+		return n == 2
+	})
+	t.Logf("both foreign speakers counted %v after keepalived started", time.Since(start).Round(time.Millisecond))
+	// The member sends as often: let it, then check it never counted.
+	time.Sleep(2 * time.Second)
+	for _, f := range g.Snapshot().Foreign {
+		if f.VRID == 13 || f.VRID != 11 && f.VRID != 12 {
+			t.Errorf("counted %+v: only vrid 11 and 12 are foreign", f)
+		}
+	}
+	// The kernel filter itself: sockets like the guard's see the foreign
+	// adverts and never the member's.
+	p.filteredVRIDs(t, expectations(testPlan(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100,192.0.2.102"})))
+	if l := logs.lines("foreign VRRP speaker"); len(l) != 2 {
+		t.Errorf("log lines %q, want one per source", l)
+	} else if joined := strings.Join(l, "\n"); !strings.Contains(joined, "another authentication password") || !strings.Contains(joined, "VIPs [2001:db8::200]") {
+		t.Errorf("log lines %q do not say what differs", l)
+	}
+}
+
+// filteredVRIDs reads the node's filtered VRRP sockets for three seconds
+// and checks which router ids get through: 11 and 12, not 13.
+func (p *pair) filteredVRIDs(t *testing.T, expect map[key]expectation) {
+	t.Helper()
+	ifi, err := p.nl.Interface("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c4, c6 conn
+	if err := lab.InNetns(p.node, func() error {
+		var err error
+		if c4, err = listenVRRP(&ifi, expect, false); err != nil {
+			return err
+		}
+		c6, err = listenVRRP(&ifi, expect, true)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan int, 100)
+	for _, c := range []conn{c4, c6} {
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				n, _, err := c.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				if n > 1 {
+					seen <- int(buf[1])
+				}
+			}
+		}()
+	}
+	// Go strips the IPv4 header: the router id is the second byte of
+	// both.
+	time.Sleep(3 * time.Second)
+	c4.Close()
+	c6.Close()
+	close(seen)
+	got := map[int]int{}
+	for v := range seen {
+		got[v]++
+	}
+	t.Logf("adverts through the kernel filter, by router id: %v", got)
+	if got[11] == 0 || got[12] == 0 || got[13] != 0 {
+		t.Errorf("adverts through the kernel filter by router id %v, want 11 and 12 (foreign), never 13 (a member)", got)
+	}
+}
+
+// joinVRRP makes the node a member of the VRRP multicast groups on eth0,
+// as its keepalived is: without a member, the kernel drops the adverts.
+func (p *pair) joinVRRP(t *testing.T) {
+	t.Helper()
+	err := lab.InNetns(p.node, func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		c4, err := net.ListenPacket("ip4:112", "0.0.0.0")
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { c4.Close() })
+		if err := ipv4.NewPacketConn(c4).JoinGroup(ifi, &net.IPAddr{IP: net.ParseIP("224.0.0.18")}); err != nil {
+			return err
+		}
+		c6, err := net.ListenPacket("ip6:112", "::")
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { c6.Close() })
+		return ipv6.NewPacketConn(c6).JoinGroup(ifi, &net.IPAddr{IP: net.ParseIP("ff02::12")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// linkLocal returns the link-local address of eth0 in ns, which keepalived
+// speaks VRRPv3 over IPv6 from.
+func linkLocal(ns string) (netip.Addr, error) {
+	out, err := exec.Command("ip", "-n", ns, "-6", "-br", "addr", "show", "eth0", "scope", "link").Output()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := netip.ParsePrefix(f); err == nil && p.Addr().IsLinkLocalUnicast() {
+			return p.Addr(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no link-local address on eth0 in %s: %q", ns, out)
+}

@@ -1,0 +1,199 @@
+package splitbrain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+)
+
+// conn is one socket of the guard: the read, write and close of
+// net.PacketConn, which every real socket here implements.
+type conn interface {
+	ReadFrom(b []byte) (int, net.Addr, error)
+	WriteTo(b []byte, addr net.Addr) (int, error)
+	Close() error
+}
+
+// sockets are the guard's sockets on the interface; a nil one is not used.
+// Every one of them needs CAP_NET_RAW.
+type sockets struct {
+	// arp is an AF_PACKET socket for ARP frames (ETH_P_ARP), filtered in
+	// the kernel to replies and announcements: ARP probes out, claims on
+	// VIPs in.
+	arp conn
+	// nsOut is an AF_PACKET socket bound to no protocol: it only sends
+	// the neighbour solicitations (probes with the unspecified source
+	// address, which only a whole frame can carry) and receives nothing.
+	nsOut conn
+	// naIn is a raw ICMPv6 socket filtered in the kernel to neighbour
+	// advertisements: claims on IPv6 VIPs in.
+	naIn conn
+	// vrrp4 and vrrp6 are raw IP sockets for protocol 112: every VRRP
+	// advert this node's IP stack accepts on the interface, which is what
+	// keepalived sees.
+	vrrp4, vrrp6 conn
+}
+
+func (s sockets) all() []conn {
+	var out []conn
+	for _, c := range []conn{s.arp, s.nsOut, s.naIn, s.vrrp4, s.vrrp6} {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s sockets) close() {
+	for _, c := range s.all() {
+		c.Close()
+	}
+}
+
+// openSockets opens the sockets for the families of expect's router ids on
+// ifi. Each one that fails is left nil and its error returned, naming what
+// it was for, so that the rest still works.
+func openSockets(ifi *net.Interface, expect map[key]expectation) (sockets, []error) {
+	var (
+		s      sockets
+		errs   []error
+		err    error
+		v4, v6 bool
+	)
+	for k := range expect {
+		v4, v6 = v4 || !k.v6, v6 || k.v6
+	}
+	fail := func(what string, err error) {
+		errs = append(errs, fmt.Errorf("%s on %s: %w (needs CAP_NET_RAW)", what, ifi.Name, err))
+	}
+	if v4 {
+		if s.arp, err = listenPacket(ifi, unix.ETH_P_ARP, arpFilter); err != nil {
+			fail("ARP socket for duplicate IPv4 VIP detection", err)
+		}
+		if s.vrrp4, err = listenVRRP(ifi, expect, false); err != nil {
+			fail("raw VRRP socket for foreign IPv4 speakers", err)
+		}
+	}
+	if v6 {
+		if s.nsOut, err = listenPacket(ifi, 0, nil); err != nil {
+			fail("packet socket for duplicate IPv6 VIP detection", err)
+		}
+		if s.naIn, err = listenNA(ifi); err != nil {
+			fail("ICMPv6 socket for duplicate IPv6 VIP detection", err)
+		}
+		if s.vrrp6, err = listenVRRP(ifi, expect, true); err != nil {
+			fail("raw VRRP socket for foreign IPv6 speakers", err)
+		}
+	}
+	return s, errs
+}
+
+// listenPacket opens an AF_PACKET socket on ifi for protocol (0: none,
+// send only), with filter applied before it binds, so that no frame slips
+// past the filter.
+func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction) (conn, error) {
+	c, err := packet.Listen(ifi, packet.Raw, protocol, &packet.Config{Filter: filter})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// arpProgram passes the ARP frames that claim an address for their
+// sender: replies (to this node's probes, among others) and announcements
+// (sender address = target address: the gratuitous ARP keepalived sends as
+// it takes a VIP). Requests and probes, the bulk of ARP on a busy network
+// and every other node's probes at 254 VIPs, never leave the kernel; in a
+// conflict, each holder's probe draws the other's reply.
+var arpProgram = []bpf.Instruction{
+	// The operation, after the Ethernet header and 6 bytes of ARP.
+	bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 5},
+	// A request whose sender's protocol address equals its target's.
+	bpf.LoadAbsolute{Off: 14 + 24, Size: 4},
+	bpf.TAX{},
+	bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
+	bpf.JumpIfX{Cond: bpf.JumpEqual, SkipTrue: 1},
+	bpf.RetConstant{Val: 0},
+	bpf.RetConstant{Val: 0xffff},
+}
+
+var arpFilter = mustAssemble(arpProgram)
+
+func mustAssemble(prog []bpf.Instruction) []bpf.RawInstruction {
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}
+
+// listenIP opens a raw IP socket bound to ifi, so it only sees what arrives
+// there.
+func listenIP(ifi *net.Interface, network, address string) (net.PacketConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.SOL_SOCKET, unix.SO_BINDTODEVICE, ifi.Name)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.ListenPacket(context.Background(), network, address)
+}
+
+// listenVRRP opens a raw VRRP socket on ifi with the kernel filter that
+// drops this deployment's own adverts (advertFilter).
+func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, error) {
+	network, address := "ip4:112", "0.0.0.0"
+	if v6 {
+		network, address = "ip6:112", "::"
+	}
+	c, err := listenIP(ifi, network, address)
+	if err != nil {
+		return nil, err
+	}
+	prog := advertFilter(expect, v6)
+	if prog == nil {
+		return c, nil
+	}
+	raw, err := bpf.Assemble(prog)
+	if err == nil {
+		if v6 {
+			err = ipv6.NewPacketConn(c).SetBPF(raw)
+		} else {
+			err = ipv4.NewPacketConn(c).SetBPF(raw)
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, errors.Join(errors.New("attaching the advert filter"), err)
+	}
+	return c, nil
+}
+
+// listenNA opens a raw ICMPv6 socket on ifi that the kernel lets only
+// neighbour advertisements through.
+func listenNA(ifi *net.Interface) (conn, error) {
+	c, err := listenIP(ifi, "ip6:ipv6-icmp", "::")
+	if err != nil {
+		return nil, err
+	}
+	var f ipv6.ICMPFilter
+	f.SetAll(true)
+	f.Accept(ipv6.ICMPTypeNeighborAdvertisement)
+	if err := ipv6.NewPacketConn(c).SetICMPFilter(&f); err != nil {
+		c.Close()
+		return nil, errors.Join(errors.New("setting ICMP6_FILTER"), err)
+	}
+	return c, nil
+}

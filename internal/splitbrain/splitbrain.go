@@ -1,0 +1,624 @@
+// Package splitbrain watches for the ways a VRRP domain comes apart, and
+// heals the one a node can heal on its own:
+//
+//   - Duplicate VIPs. For every VIP this node holds, it asks the network
+//     whether another host answers for it too: an RFC 5227 ARP probe for
+//     IPv4, a duplicate address detection neighbour solicitation for IPv6,
+//     right after the VIP arrives and every few seconds after, and it
+//     listens to what other hosts announce. Two answered rounds start a
+//     conflict, two silent ones end it.
+//   - Stray VIPs. A VIP of this configuration on the interface while
+//     keepalived's instance for it is not MASTER, for two advert intervals
+//     (at least a second), is removed. keepalived's notify FIFO says, at once
+//     and in order, which instances are MASTER.
+//   - Foreign speakers. Every VRRP advert the node accepts on the interface
+//     for one of this deployment's router ids is compared with what every
+//     member of the deployment sends (the same version, authentication and
+//     VIP set, and with unicast a configured peer as the source); one that
+//     differs comes from another VRRP deployment.
+//
+// The sockets sit behind a small interface; the probe and stray logic are
+// state machines on explicit times, tested without the kernel.
+package splitbrain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mdlayher/packet"
+
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/plan"
+)
+
+// Host is the node's network state that the guard reads and changes;
+// host.Netlink is one.
+type Host interface {
+	// Interface looks an interface up (its index and MAC).
+	Interface(name string) (net.Interface, error)
+	// List returns the addresses on iface.
+	List(iface string) ([]netip.Prefix, error)
+	// Add and Delete change them; the guard only deletes (through
+	// host.ReleaseVIPs, which puts back an address a deletion took
+	// along).
+	Add(iface string, p netip.Prefix) error
+	Delete(iface string, p netip.Prefix) error
+	// WatchAddrs reports changes of the addresses on iface.
+	WatchAddrs(ctx context.Context, iface string) (<-chan struct{}, error)
+}
+
+// Keepalived is the supervised keepalived.
+type Keepalived interface {
+	// PID is keepalived's process id, 0 while none runs.
+	PID() int
+}
+
+// Options configure a Guard.
+type Options struct {
+	// Plan gives the interface, the VIPs and their instances, and what
+	// this deployment's adverts look like.
+	Plan       *plan.Plan
+	Host       Host
+	Keepalived Keepalived
+	Logger     *slog.Logger
+}
+
+// probeBatch is how early a probe round may end, so that rounds close
+// together end in one wake-up of the loop.
+const probeBatch = 100 * time.Millisecond
+
+// timing holds the guard's periods.
+type timing struct {
+	// probe is the round length of a VIP whose state holds, stretched to
+	// one probe per gap at most; spread is the part of it added per VIP;
+	// confirm is the length of a first and of a confirming round.
+	probe, gap, confirm time.Duration
+	spread              float64
+	// grace is how long a VIP may sit on the interface while its instance
+	// is not MASTER.
+	grace time.Duration
+	// relist is how often the addresses are listed even when the kernel
+	// reports no change.
+	relist time.Duration
+}
+
+func defaultTiming(advert time.Duration) timing {
+	return timing{
+		probe:   2 * time.Second,
+		gap:     100 * time.Millisecond,
+		spread:  0.25,
+		confirm: time.Second,
+		grace:   max(2*advert, time.Second),
+		relist:  10 * time.Second,
+	}
+}
+
+// Guard runs the three detectors on one interface.
+type Guard struct {
+	iface      string
+	mac        net.HardwareAddr
+	isVIP      map[netip.Addr]bool
+	instance   map[netip.Addr]string
+	expect     map[key]expectation
+	host       Host
+	keepalived Keepalived
+	notify     io.ReadCloser
+	socks      sockets
+	probes     map[netip.Addr]probeFrame
+	timing     timing
+	log        *slog.Logger
+
+	claims chan claim
+	notes  chan keepalived.Notification
+
+	// Owned by Run's loop.
+	dup     *duplicates
+	stray   *strays
+	pid     int
+	listErr bool
+	sendErr bool
+
+	// own are the interface's addresses that are not VIPs, for the
+	// advert readers to skip this node's own adverts.
+	ownMu sync.RWMutex
+	own   map[netip.Addr]bool
+
+	foreign *foreign
+
+	// held are the VIPs on the interface at the last listing, for the
+	// readers to drop claims on VIPs this node does not hold without
+	// waking the loop.
+	held atomic.Pointer[map[netip.Addr]bool]
+
+	mu           sync.Mutex
+	conflicts    map[netip.Addr][]net.HardwareAddr
+	strayRemoved map[netip.Addr]uint64
+}
+
+// probeFrame is a VIP's probe, built once.
+type probeFrame struct {
+	frame []byte
+	to    net.HardwareAddr
+	v6    bool
+}
+
+// Open sets the guard up before keepalived starts: it opens keepalived's
+// notify FIFO (so that no line is lost) and the sockets. What cannot be
+// opened is logged, and that detector stays off; failover itself never
+// depends on the guard.
+func Open(o Options) (*Guard, error) {
+	if o.Plan == nil || o.Host == nil || o.Keepalived == nil {
+		return nil, errors.New("splitbrain: Options.Plan, Host and Keepalived are required")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	iface := o.Plan.Node.Interface
+	ifi, err := o.Host.Interface(iface)
+	if err != nil {
+		return nil, fmt.Errorf("splitbrain: %w", err)
+	}
+	var notify io.ReadCloser
+	if f, err := keepalived.OpenNotifyFIFO(keepalived.NotifyFIFO); err != nil {
+		log.Warn("stray VIP removal is off: keepalived's state changes cannot be read", "error", err)
+	} else {
+		notify = f
+	}
+	socks, errs := openSockets(&ifi, expectations(o.Plan))
+	for _, err := range errs {
+		log.Warn("split-brain detection works without this socket", "error", err)
+	}
+	g, err := newGuard(o, &ifi, notify, socks, defaultTiming(o.Plan.Config.AdvertInterval))
+	if err != nil {
+		if notify != nil {
+			notify.Close()
+		}
+		socks.close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// newGuard builds a guard on the given FIFO reader (nil: no stray removal)
+// and sockets.
+func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets, t timing) (*Guard, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Guard{
+		iface:        ifi.Name,
+		mac:          ifi.HardwareAddr,
+		isVIP:        map[netip.Addr]bool{},
+		instance:     map[netip.Addr]string{},
+		expect:       expectations(o.Plan),
+		host:         o.Host,
+		keepalived:   o.Keepalived,
+		notify:       notify,
+		socks:        socks,
+		probes:       map[netip.Addr]probeFrame{},
+		timing:       t,
+		log:          log,
+		claims:       make(chan claim, 256),
+		notes:        make(chan keepalived.Notification, 256),
+		dup:          newDuplicates(t.probe, t.gap, t.confirm, t.spread),
+		own:          map[netip.Addr]bool{},
+		foreign:      newForeign(),
+		conflicts:    map[netip.Addr][]net.HardwareAddr{},
+		strayRemoved: map[netip.Addr]uint64{},
+	}
+	for _, in := range o.Plan.Instances {
+		for _, v := range in.VIPs {
+			g.isVIP[v] = true
+			g.instance[v] = in.Name
+			g.strayRemoved[v] = 0
+			if len(g.mac) != 6 {
+				continue
+			}
+			var pf probeFrame
+			var err error
+			if v.Is4() {
+				pf.frame, err = arpProbe(g.mac, v)
+				pf.to = broadcastMAC
+			} else {
+				pf.frame, pf.to, err = nsProbe(g.mac, v)
+				pf.v6 = true
+			}
+			if err != nil {
+				return nil, err
+			}
+			g.probes[v] = pf
+		}
+	}
+	if len(g.mac) != 6 {
+		log.Warn("duplicate VIP detection is off: the interface has no Ethernet address", "interface", g.iface)
+	}
+	g.stray = newStrays(t.grace, g.instance)
+	return g, nil
+}
+
+// Snapshot is what the guard has seen, for the metrics.
+type Snapshot struct {
+	// Duplicates maps every VIP in conflict to the MACs of the other
+	// hosts that answer for it.
+	Duplicates map[netip.Addr][]net.HardwareAddr
+	// StrayRemoved counts, per configured VIP, its removals as a stray.
+	StrayRemoved map[netip.Addr]uint64
+	// Foreign counts foreign adverts per router id and source.
+	Foreign []ForeignAdverts
+}
+
+// Snapshot returns the current state; it is safe to call from any
+// goroutine.
+func (g *Guard) Snapshot() Snapshot {
+	g.mu.Lock()
+	s := Snapshot{Duplicates: maps.Clone(g.conflicts), StrayRemoved: maps.Clone(g.strayRemoved)}
+	g.mu.Unlock()
+	s.Foreign = g.foreign.snapshot()
+	return s
+}
+
+// Run watches until ctx ends, then closes its sockets and the FIFO.
+func (g *Guard) Run(ctx context.Context) {
+	changes, err := g.host.WatchAddrs(ctx, g.iface)
+	if err != nil {
+		g.log.Warn("address changes are not reported; listing the addresses every few seconds instead", "interface", g.iface, "error", err)
+	}
+	var wg sync.WaitGroup
+	if g.socks.arp != nil {
+		d := newARPDecoder()
+		wg.Go(func() { g.readClaims(ctx, g.socks.arp, d.claims) })
+	}
+	if g.socks.naIn != nil {
+		d := newNDPDecoder()
+		wg.Go(func() { g.readClaims(ctx, g.socks.naIn, d.claims) })
+	}
+	if g.socks.vrrp4 != nil {
+		wg.Go(func() { g.readAdverts(ctx, g.socks.vrrp4, false) })
+	}
+	if g.socks.vrrp6 != nil {
+		wg.Go(func() { g.readAdverts(ctx, g.socks.vrrp6, true) })
+	}
+	if g.notify != nil {
+		wg.Go(func() { g.readNotifications(ctx) })
+	}
+	defer func() {
+		g.socks.close()
+		if g.notify != nil {
+			g.notify.Close()
+		}
+		wg.Wait()
+	}()
+
+	relist := time.NewTicker(g.timing.relist)
+	defer relist.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	g.relist(time.Now())
+	for {
+		wait := time.Hour
+		if at, ok := g.next(); ok {
+			wait = max(time.Until(at), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			g.relist(time.Now())
+		case <-relist.C:
+			g.relist(time.Now())
+		case c := <-g.claims:
+			g.dup.claim(time.Now(), c.addr, c.mac)
+		case n := <-g.notes:
+			g.note(time.Now(), n)
+		case <-timer.C:
+			g.step(time.Now())
+		}
+	}
+}
+
+func (g *Guard) next() (time.Time, bool) {
+	a, okA := g.dup.next()
+	b, okB := g.stray.next()
+	switch {
+	case okA && okB:
+		if b.Before(a) {
+			return b, true
+		}
+		return a, true
+	case okB:
+		return b, true
+	}
+	return a, okA
+}
+
+// note applies one of keepalived's notifications. Lines that keepalived
+// wrote before it restarted no longer hold: a new keepalived announces
+// every instance again.
+func (g *Guard) note(now time.Time, n keepalived.Notification) {
+	g.checkRestart()
+	g.stray.notify(now, n)
+}
+
+func (g *Guard) checkRestart() {
+	if pid := g.keepalived.PID(); pid != g.pid {
+		g.stray.forget()
+		g.pid = pid
+	}
+}
+
+// step does what is due: probes and conflict changes, stray removals.
+func (g *Guard) step(now time.Time) {
+	// keepalived's latest word first: a stray must not be removed on an
+	// old state while the line that says MASTER waits in the channel.
+	for drained := false; !drained; {
+		select {
+		case n := <-g.notes:
+			g.note(now, n)
+		default:
+			drained = true
+		}
+	}
+	g.checkRestart()
+	// Rounds that end within probeBatch end now: at 254 VIPs the loop
+	// wakes some ten times a second rather than once per VIP.
+	probe, changes := g.dup.due(now.Add(probeBatch))
+	g.send(probe)
+	g.report(changes)
+	if strays := g.stray.due(now); len(strays) > 0 {
+		for _, v := range strays {
+			g.removeStray(now, v)
+		}
+		g.relist(now)
+	}
+}
+
+// relist reads the interface's addresses: which VIPs this node holds, and
+// its own addresses.
+func (g *Guard) relist(now time.Time) {
+	listed, err := g.host.List(g.iface)
+	if err != nil {
+		if !g.listErr {
+			g.log.Warn("listing the addresses for split-brain detection", "interface", g.iface, "error", err)
+			g.listErr = true
+		}
+		return
+	}
+	g.listErr = false
+	var held []netip.Addr
+	own := map[netip.Addr]bool{}
+	for _, p := range listed {
+		a := p.Addr().Unmap()
+		if g.isVIP[a] {
+			held = append(held, a)
+		} else {
+			own[a] = true
+		}
+	}
+	g.ownMu.Lock()
+	g.own = own
+	g.ownMu.Unlock()
+	probe, ended := g.dup.setHeld(now, held)
+	g.send(probe)
+	g.report(ended)
+	g.stray.setHeld(now, held)
+	on := make(map[netip.Addr]bool, len(held))
+	for _, v := range held {
+		on[v] = true
+	}
+	g.held.Store(&on)
+}
+
+func (g *Guard) send(vips []netip.Addr) {
+	for _, v := range vips {
+		pf, ok := g.probes[v]
+		if !ok {
+			continue
+		}
+		c := g.socks.arp
+		if pf.v6 {
+			c = g.socks.nsOut
+		}
+		if c == nil {
+			continue
+		}
+		if _, err := c.WriteTo(pf.frame, &packet.Addr{HardwareAddr: pf.to}); err != nil {
+			if !g.sendErr {
+				g.log.Warn("sending a duplicate VIP probe", "vip", v, "interface", g.iface, "error", err)
+				g.sendErr = true
+			}
+			continue
+		}
+		g.sendErr = false
+	}
+}
+
+// report logs the start and end of conflicts and publishes them.
+func (g *Guard) report(changes []conflictChange) {
+	if len(changes) > 0 {
+		g.publish()
+	}
+	for _, c := range changes {
+		macs := macList(c.macs)
+		switch {
+		case c.started:
+			g.log.Warn("duplicate VIP: another host answers for a VIP this node holds",
+				"vip", c.vip, "other_mac", macs, "instance", g.instance[c.vip], "keepalived_state", g.stateName(c.vip))
+		case c.released:
+			g.log.Info("duplicate VIP over: this node released it",
+				"vip", c.vip, "other_mac", macs, "lasted", c.lasted.Round(time.Millisecond))
+		default:
+			g.log.Info("duplicate VIP over: no other host answers for it",
+				"vip", c.vip, "other_mac", macs, "lasted", c.lasted.Round(time.Millisecond))
+		}
+	}
+}
+
+func (g *Guard) stateName(v netip.Addr) string {
+	if st, ok := g.stray.state(v); ok {
+		return string(st.state)
+	}
+	return "unknown"
+}
+
+func macList(ms []net.HardwareAddr) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = m.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// removeStray deletes a stray VIP, with whatever prefix length it has
+// (host.ReleaseVIPs), and counts it.
+func (g *Guard) removeStray(now time.Time, v netip.Addr) {
+	st, _ := g.stray.state(v)
+	removed, err := host.ReleaseVIPs(g.host, g.iface, []netip.Addr{v})
+	if err != nil {
+		g.log.Error("removing a stray VIP", "vip", v, "interface", g.iface, "error", err)
+		g.stray.failed(now, v)
+	}
+	if len(removed) == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.strayRemoved[v]++
+	g.mu.Unlock()
+	g.log.Warn("removed a stray VIP: keepalived's instance for it is not MASTER on this node",
+		"vip", removed[0], "instance", g.instance[v], "keepalived_state", string(st.state),
+		"grace", g.timing.grace)
+}
+
+// publish copies the loop's state for Snapshot.
+func (g *Guard) publish() {
+	c := g.dup.conflicts()
+	g.mu.Lock()
+	g.conflicts = c
+	g.mu.Unlock()
+}
+
+// readClaims reads claims on addresses from c and passes on the ones by
+// other hosts on VIPs this node holds.
+func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte) []claim) {
+	buf := make([]byte, 1500)
+	for {
+		n, _, err := c.ReadFrom(buf)
+		if err != nil {
+			if !g.readFailed(ctx, "claims", err) {
+				return
+			}
+			continue
+		}
+		held := g.held.Load()
+		for _, cl := range decode(buf[:n]) {
+			if held == nil || !(*held)[cl.addr] || bytes.Equal(cl.mac, g.mac) {
+				continue
+			}
+			select {
+			case g.claims <- cl:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// readFailed handles a read error: false when the guard is stopping,
+// else it logs and pauses a second (a socket whose interface went away
+// fails at once, again and again).
+func (g *Guard) readFailed(ctx context.Context, what string, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	g.log.Warn("reading "+what+" for split-brain detection", "interface", g.iface, "error", err)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Second):
+		return true
+	}
+}
+
+// readAdverts reads VRRP adverts and counts and logs the foreign ones.
+func (g *Guard) readAdverts(ctx context.Context, c conn, v6 bool) {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := c.ReadFrom(buf)
+		if err != nil {
+			if !g.readFailed(ctx, "VRRP adverts", err) {
+				return
+			}
+			continue
+		}
+		ipa, ok := from.(*net.IPAddr)
+		if !ok {
+			continue
+		}
+		src, ok := netip.AddrFromSlice(ipa.IP)
+		if !ok {
+			continue
+		}
+		g.advert(buf[:n], src.Unmap(), v6)
+	}
+}
+
+// advert checks one advert from src.
+func (g *Guard) advert(b []byte, src netip.Addr, v6 bool) {
+	g.ownMu.RLock()
+	mine := g.own[src]
+	g.ownMu.RUnlock()
+	if mine {
+		return
+	}
+	a, err := parseAdvert(b, v6)
+	if err != nil {
+		return
+	}
+	e, ok := g.expect[key{v6: v6, vrid: a.vrid}]
+	if !ok {
+		return
+	}
+	diffs := e.differences(a, src)
+	if len(diffs) == 0 {
+		return
+	}
+	if g.foreign.add(a.vrid, src) {
+		g.log.Warn("foreign VRRP speaker: adverts for this deployment's router id from outside it",
+			"source", src, "vrid", a.vrid, "instance", e.instance, "differences", strings.Join(diffs, "; "),
+			"hint", "another VRRP deployment on this network uses the same router ids: find it by its address and give one of the two other ids: "+
+				"OPENSHIFT_HA_VRRP_ID_OFFSET moves this deployment's, `ipfailover vr-ids CLUSTER` prints the ids an OpenShift on-prem cluster uses, for HA_EXCLUDED_VRRP_IDS")
+	}
+}
+
+// readNotifications passes keepalived's notify lines to the loop.
+func (g *Guard) readNotifications(ctx context.Context) {
+	err := keepalived.ReadNotifications(g.notify, func(n keepalived.Notification) {
+		select {
+		case g.notes <- n:
+		case <-ctx.Done():
+		}
+	}, func(err error) {
+		g.log.Warn("keepalived's notify FIFO", "error", err)
+	})
+	if err != nil && ctx.Err() == nil {
+		g.log.Warn("stopped reading keepalived's notify FIFO: stray VIP removal is off", "error", err)
+	}
+}
