@@ -229,13 +229,7 @@ const (
 	rowScaleScrape = "scale: scrape GET /metrics"
 	rowScaleSize   = "scale: scrape size"
 	rowScaleRSS    = "scale: entrypoint RSS at rest"
-	rowScaleCPU    = "scale: entrypoint CPU per second at rest"
-	rowScaleKaCPU  = "scale: keepalived CPU per second at rest"
 )
-
-// cpuWindow is how long the scale run measures CPU at rest: long enough
-// for /proc's 10 ms ticks to resolve a fraction of a percent.
-const cpuWindow = time.Minute
 
 func (r *runner) close() {
 	for _, s := range r.svc {
@@ -836,69 +830,7 @@ func (r *runner) scale(ctx context.Context) error {
 		}
 	}
 	defer r.stop(f)
-	if err := r.restCPU(ctx, f, vips); err != nil {
-		return err
-	}
 	return r.scrapeFleet(ctx, f, rowScaleScrape, rowScaleSize, rowScaleRSS, "", r.o.ScrapeFor/2)
-}
-
-// restCPU measures, on every node over cpuWindow with nobody scraping, the
-// CPU time the entrypoint and its keepalived (parent and VRRP child) use
-// per second: one sample per node. It starts once no VIP has moved for
-// five advert intervals: the startup preemptions and their gratuitous
-// ARPs are over.
-func (r *runner) restCPU(ctx context.Context, f *fleet, vips []netip.Addr) error {
-	if _, err := r.c.WaitStable(ctx, vips, 5*time.Second); err != nil {
-		return err
-	}
-	cpu := func(pids []int) (time.Duration, error) {
-		var sum time.Duration
-		for _, pid := range pids {
-			c, err := CPUTime(pid)
-			if err != nil {
-				return 0, err
-			}
-			sum += c
-		}
-		return sum, nil
-	}
-	// Per node: the entrypoint's pid, then keepalived's.
-	groups := make([][2][]int, len(f.procs))
-	before := make([][2]time.Duration, len(f.procs))
-	for i, p := range f.procs {
-		ks, err := p.Find("keepalived")
-		if err != nil {
-			return err
-		}
-		groups[i][0] = []int{p.Pid}
-		for _, k := range ks {
-			groups[i][1] = append(groups[i][1], k.Pid)
-		}
-		for j := range 2 {
-			if before[i][j], err = cpu(groups[i][j]); err != nil {
-				return err
-			}
-		}
-	}
-	t0 := time.Now()
-	if err := sleep(ctx, cpuWindow); err != nil {
-		return err
-	}
-	secs := time.Since(t0).Seconds()
-	for i, p := range f.procs {
-		var per [2]time.Duration
-		for j := range 2 {
-			now, err := cpu(groups[i][j])
-			if err != nil {
-				return err
-			}
-			per[j] = time.Duration(float64(now-before[i][j]) / secs)
-		}
-		r.add(rowScaleCPU, Sample{Value: per[0]})
-		r.add(rowScaleKaCPU, Sample{Value: per[1]})
-		r.o.Log.Info("CPU at rest", "node", p.Node().Name, "entrypoint_per_s", per[0], "keepalived_per_s", per[1], "window", cpuWindow)
-	}
-	return nil
 }
 
 // randomPhase sleeps a random time in [0, period).

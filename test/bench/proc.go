@@ -143,32 +143,3 @@ func nsPidOf(pid string) (int, string) {
 	}
 	return inner, comm
 }
-
-// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on
-// every Linux the project runs on.
-const userHZ = 100
-
-// CPUTime returns the CPU time pid has used so far, user and system
-// (utime + stime of /proc/<pid>/stat), at a resolution of 10 ms.
-func CPUTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name, in parentheses, may hold spaces: count the fields
-	// after its closing parenthesis (state is field 3, utime 14, stime 15).
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q: too few fields", pid, b)
-	}
-	var ticks int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %q: %w", pid, b, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
-}

@@ -58,8 +58,6 @@ func (r *runner) rows() []Row {
 		t(rowScaleScrape, "", "")
 		size(rowScaleSize, KB, "")
 		size(rowScaleRSS, MB, "")
-		t(rowScaleCPU, "", "").Note = fmt.Sprintf("utime+stime from /proc over %s, one sample per node, nobody scraping", cpuWindow)
-		t(rowScaleKaCPU, "", "").Note = "the same for keepalived's parent and VRRP child"
 	}
 	return rows
 }
