@@ -18,6 +18,9 @@ import (
 var (
 	macA = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x0a}
 	macB = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x0b}
+	// serializeOpt is how the tests build packets with gopacket, the
+	// oracle the hand-written codec is checked against.
+	serializeOpt = gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
 )
 
 func addrs(ss ...string) []netip.Addr {
