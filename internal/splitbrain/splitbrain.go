@@ -451,11 +451,13 @@ func (g *Guard) send(vips []netip.Addr) {
 	}
 }
 
-// report logs the start and end of conflicts and publishes them.
+// report logs the start and end of conflicts and then publishes them, so
+// whoever sees a conflict in a snapshot can read its log line.
 func (g *Guard) report(changes []conflictChange) {
-	if len(changes) > 0 {
-		g.publish()
+	if len(changes) == 0 {
+		return
 	}
+	defer g.publish()
 	for _, c := range changes {
 		macs := macList(c.macs)
 		switch {
@@ -499,12 +501,13 @@ func (g *Guard) removeStray(now time.Time, v netip.Addr) {
 	if len(removed) == 0 {
 		return
 	}
-	g.mu.Lock()
-	g.strayRemoved[v]++
-	g.mu.Unlock()
+	// The log line first: whoever sees the count can read the line.
 	g.log.Warn("removed a stray VIP: keepalived's instance for it is not MASTER on this node",
 		"vip", removed[0], "instance", g.instance[v], "keepalived_state", string(st.state),
 		"grace", g.timing.grace)
+	g.mu.Lock()
+	g.strayRemoved[v]++
+	g.mu.Unlock()
 }
 
 // publish copies the loop's state for Snapshot.
