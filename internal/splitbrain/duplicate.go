@@ -41,6 +41,12 @@ type duplicates struct {
 	// confirm is the length of a confirming round, and of a round while
 	// a conflict lasts; a first round is twice as long.
 	confirm time.Duration
+	// grid, when set, moves the end of every regular round up to the
+	// next multiple of it: the rounds that end within one grid step end
+	// together, in one wake-up of the guard's loop with a burst of probes,
+	// rather than one wake-up per probe. First, confirming and conflict
+	// rounds keep their exact lengths, so detection is not slowed.
+	grid time.Duration
 
 	vips map[netip.Addr]*probeState
 	// nextEnd caches next's answer until a round changes.
@@ -72,8 +78,8 @@ type conflictChange struct {
 	lasted   time.Duration
 }
 
-func newDuplicates(interval, gap, confirm time.Duration, spread float64) *duplicates {
-	return &duplicates{interval: interval, gap: gap, spread: spread, confirm: confirm, vips: map[netip.Addr]*probeState{}}
+func newDuplicates(t timing) *duplicates {
+	return &duplicates{interval: t.probe, gap: t.gap, spread: t.spread, confirm: t.confirm, grid: t.grid, vips: map[netip.Addr]*probeState{}}
 }
 
 // first is the length of a VIP's first round and of a round a claim cut
@@ -156,7 +162,7 @@ func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictC
 		}
 		answered := len(st.answered) > 0
 		inConflict := len(st.conflict) > 0
-		length := d.regular(st)
+		length, regular := d.regular(st), true
 		switch {
 		case answered == inConflict:
 			st.confirming = false
@@ -165,7 +171,7 @@ func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictC
 			}
 		case !st.confirming:
 			st.confirming = true
-			length = d.confirm
+			length, regular = d.confirm, false
 		case answered:
 			st.confirming = false
 			st.conflict, st.since = sortedMACs(st.answered), now
@@ -179,10 +185,15 @@ func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictC
 			// A conflict is watched closely, so that its end shows
 			// soon after the other host lets go; conflicts are rare,
 			// the extra probes cheap.
-			length = min(length, d.confirm)
+			length, regular = min(length, d.confirm), false
 		}
 		st.answered = nil
 		st.end = now.Add(length)
+		if regular && d.grid > 0 {
+			if t := st.end.Truncate(d.grid); t.Before(st.end) {
+				st.end = t.Add(d.grid)
+			}
+		}
 		probe = append(probe, v)
 	}
 	return probe, changes

@@ -1,6 +1,7 @@
 package splitbrain
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -21,7 +22,7 @@ type dupRun struct {
 
 func newDupRun(t *testing.T) *dupRun {
 	start := time.Unix(1000, 0)
-	return &dupRun{t: t, d: newDuplicates(2*time.Second, 100*time.Millisecond, time.Second, 0), now: start, start: start, probes: map[netip.Addr][]time.Duration{}}
+	return &dupRun{t: t, d: newDuplicates(timing{probe: 2 * time.Second, gap: 100 * time.Millisecond, confirm: time.Second}), now: start, start: start, probes: map[netip.Addr][]time.Duration{}}
 }
 
 func (r *dupRun) held(vs ...netip.Addr) {
@@ -195,38 +196,86 @@ func TestDuplicates(t *testing.T) {
 
 // TestDuplicatesScale: rounds stretch with the number of VIPs held, so a
 // node sends one probe per gap on average; with a spread, VIPs taken
-// together end their rounds at different times, each within the spread.
+// together end their rounds at different times, each within the spread;
+// without a grid each at its own time, with one on the grid's steps, so
+// the loop wakes once a step.
 func TestDuplicatesScale(t *testing.T) {
-	d := newDuplicates(2*time.Second, 100*time.Millisecond, time.Second, 0.25)
-	start := time.Unix(1000, 0)
-	var vips []netip.Addr
-	for i := 1; i <= 150; i++ {
-		vips = append(vips, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
+	for _, grid := range []time.Duration{0, time.Second} {
+		t.Run(fmt.Sprintf("grid %v", grid), func(t *testing.T) {
+			d := newDuplicates(timing{probe: 2 * time.Second, gap: 100 * time.Millisecond, confirm: time.Second, spread: 0.25, grid: grid})
+			start := time.Unix(1000, 0)
+			var vips []netip.Addr
+			for i := 1; i <= 150; i++ {
+				vips = append(vips, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
+			}
+			d.setHeld(start, vips)
+			d.due(start.Add(2 * time.Second))
+			ends := map[time.Time]bool{}
+			for _, v := range vips {
+				st := d.vips[v]
+				lead := st.end.Sub(start.Add(2*time.Second + 15*time.Second))
+				if lead < 0 || lead >= 15*time.Second/4+grid {
+					t.Errorf("%s: round ends %v after 15 s, want within a quarter of it and one grid step", v, lead)
+				}
+				if grid > 0 && st.end.Truncate(grid) != st.end {
+					t.Errorf("%s: round ends at %v, off the %v grid", v, st.end, grid)
+				}
+				ends[st.end] = true
+			}
+			if grid == 0 && len(ends) < 100 {
+				t.Errorf("150 VIPs end their rounds at only %d distinct times", len(ends))
+			}
+			if grid > 0 && (len(ends) < 3 || len(ends) > 5) {
+				t.Errorf("150 VIPs end their rounds at %d distinct times, want the 4 or 5 grid steps of the spread", len(ends))
+			}
+			// Over a minute, about 10 probes a second, not 75, in
+			// about one wake-up a second with the grid.
+			probes, wakes := 0, 0
+			now := start.Add(2 * time.Second)
+			for now.Before(start.Add(62 * time.Second)) {
+				next, _ := d.next()
+				now = next
+				p, _ := d.due(now)
+				probes += len(p)
+				wakes++
+			}
+			if probes < 400 || probes > 700 {
+				t.Errorf("%d probes in a minute for 150 VIPs, want about 600 (one per 100 ms, less the spread)", probes)
+			}
+			if grid > 0 && wakes > 61 {
+				t.Errorf("%d wake-ups in a minute, want one per grid step at most", wakes)
+			}
+			if grid == 0 && wakes < 300 {
+				t.Errorf("%d wake-ups in a minute without a grid, want about one per probe", wakes)
+			}
+		})
 	}
-	d.setHeld(start, vips)
-	d.due(start.Add(2 * time.Second))
-	ends := map[time.Time]bool{}
-	for _, v := range vips {
-		st := d.vips[v]
-		lead := st.end.Sub(start.Add(2*time.Second + 15*time.Second))
-		if lead < 0 || lead >= 15*time.Second/4 {
-			t.Errorf("%s: round ends %v after 15 s, want within a quarter of it", v, lead)
+}
+
+// TestDuplicatesGridKeepsDetection: the grid moves regular rounds only; a
+// conflict starts and ends as fast as without it.
+func TestDuplicatesGridKeepsDetection(t *testing.T) {
+	vip := netip.MustParseAddr("192.0.2.100")
+	for _, grid := range []time.Duration{0, time.Second} {
+		r := newDupRun(t)
+		r.d.grid = grid
+		r.now = r.now.Add(300 * time.Millisecond) // off the grid
+		r.held(vip)
+		answering := true
+		claim := func(v netip.Addr) {
+			if answering {
+				r.d.claim(r.now, v, macB)
+			}
 		}
-		ends[st.end] = true
-	}
-	if len(ends) < 100 {
-		t.Errorf("150 VIPs end their rounds at only %d distinct times", len(ends))
-	}
-	// Over a minute, about 10 probes a second, not 75.
-	probes := 0
-	now := start.Add(2 * time.Second)
-	for now.Before(start.Add(62 * time.Second)) {
-		next, _ := d.next()
-		now = next
-		p, _ := d.due(now)
-		probes += len(p)
-	}
-	if probes < 400 || probes > 700 {
-		t.Errorf("%d probes in a minute for 150 VIPs, want about 600 (one per 100 ms, less the spread)", probes)
+		claim(vip)
+		r.until(3500*time.Millisecond, claim)
+		if len(r.changes) != 1 || !r.changes[0].started {
+			t.Fatalf("grid %v: changes %+v by 3.5 s, want the conflict started (rounds end at 2.3 and 3.3 s)", grid, r.changes)
+		}
+		answering = false
+		r.until(6500*time.Millisecond, claim)
+		if len(r.changes) != 2 || r.changes[1].started {
+			t.Errorf("grid %v: changes %+v by 6.5 s, want the conflict over (the round answered at 3.3 s, then two silent one-second rounds)", grid, r.changes)
+		}
 	}
 }

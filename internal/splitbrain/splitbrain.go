@@ -86,6 +86,8 @@ type timing struct {
 	// confirm is the length of a first and of a confirming round.
 	probe, gap, confirm time.Duration
 	spread              float64
+	// grid aligns the ends of regular rounds (see duplicates.grid).
+	grid time.Duration
 	// grace is how long a VIP may sit on the interface while its instance
 	// is not MASTER.
 	grace time.Duration
@@ -99,6 +101,7 @@ func defaultTiming(advert time.Duration) timing {
 		probe:   2 * time.Second,
 		gap:     100 * time.Millisecond,
 		spread:  0.25,
+		grid:    time.Second,
 		confirm: time.Second,
 		grace:   max(2*advert, time.Second),
 		relist:  10 * time.Second,
@@ -214,7 +217,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		log:          log,
 		claims:       make(chan claim, 256),
 		notes:        make(chan keepalived.Notification, 256),
-		dup:          newDuplicates(t.probe, t.gap, t.confirm, t.spread),
+		dup:          newDuplicates(t),
 		own:          map[netip.Addr]bool{},
 		foreign:      newForeign(),
 		conflicts:    map[netip.Addr][]net.HardwareAddr{},
@@ -378,8 +381,9 @@ func (g *Guard) step(now time.Time) {
 		}
 	}
 	g.checkRestart()
-	// Rounds that end within probeBatch end now: at 254 VIPs the loop
-	// wakes some ten times a second rather than once per VIP.
+	// Rounds that end within probeBatch end now; regular rounds end on
+	// the grid: at 254 VIPs the loop wakes about once a second, not ten
+	// times.
 	probe, changes := g.dup.due(now.Add(probeBatch))
 	g.send(probe)
 	g.report(changes)
