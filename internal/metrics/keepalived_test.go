@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,32 +19,15 @@ import (
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/proc"
 	"github.com/ipfailover/ipfailover/test/nstest"
+	"github.com/ipfailover/ipfailover/test/syncbuf"
 	"github.com/ipfailover/ipfailover/test/wait"
 )
-
-// lockedBuffer collects keepalived's console output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // keepalivedLab is a real keepalived in its own network namespace.
 type keepalivedLab struct {
 	proc *process
 	dump string
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	ns   netns.NsHandle
 }
 
@@ -133,7 +114,7 @@ func startKeepalived(t testing.TB) *keepalivedLab {
 	if err := os.WriteFile(conf, []byte(labConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	// ip netns exec execs keepalived, so the PID is keepalived's parent process.
 	cmd := exec.Command("ip", "netns", "exec", name, "keepalived", "-n", "--log-console", "-f", conf,
 		"-p", filepath.Join(dir, "keepalived.pid"), "-r", filepath.Join(dir, "vrrp.pid"), "-c", filepath.Join(dir, "checkers.pid"))

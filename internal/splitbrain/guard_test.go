@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host/hosttest"
+	"github.com/ipfailover/ipfailover/test/syncbuf"
 )
 
 // fakeHost is an in-memory interface: hosttest.Addrs, a MAC, and address
@@ -123,30 +124,6 @@ type fakeKeepalived struct{ pid atomic.Int64 }
 
 func (k *fakeKeepalived) PID() int { return int(k.pid.Load()) }
 
-// logBuffer keeps log lines for the test to search.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) lines(substr string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for line := range strings.SplitSeq(l.buf.String(), "\n") {
-		if strings.Contains(line, substr) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // guardTest is a guard on fakes, with short periods.
 type guardTest struct {
 	t      *testing.T
@@ -156,7 +133,7 @@ type guardTest struct {
 	vrrp4  *fakeConn
 	notify *io.PipeWriter
 	k      *fakeKeepalived
-	logs   *logBuffer
+	logs   *syncbuf.Buffer
 	g      *Guard
 	done   chan struct{}
 }
@@ -165,7 +142,7 @@ var testTiming = timing{probe: 100 * time.Millisecond, confirm: 50 * time.Millis
 
 func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
 	t.Helper()
-	gt := &guardTest{t: t, host: newFakeHost(prefixes...), arp: newFakeConn(), vrrp4: newFakeConn(), k: &fakeKeepalived{}, logs: &logBuffer{}, done: make(chan struct{})}
+	gt := &guardTest{t: t, host: newFakeHost(prefixes...), arp: newFakeConn(), vrrp4: newFakeConn(), k: &fakeKeepalived{}, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	gt.k.pid.Store(100)
 	gt.socks = sockets{arp: gt.arp, vrrp4: gt.vrrp4}
 	r, w := io.Pipe()
@@ -195,7 +172,7 @@ func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
 			t.Error("Run did not return after the context ended")
 		}
 		if t.Failed() {
-			t.Logf("guard's log:\n%s", gt.logs.buf.String())
+			t.Logf("guard's log:\n%s", gt.logs.String())
 		}
 	})
 	return gt
@@ -244,7 +221,7 @@ func TestGuardRemovesStrays(t *testing.T) {
 	if !gt.host.has(v101) || !gt.host.has(netip.MustParseAddr("192.0.2.11")) {
 		t.Error("the MASTER's VIP or the node's own address went too")
 	}
-	if l := gt.logs.lines("removed a stray VIP"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100/24") || !strings.Contains(l[0], "keepalived_state=BACKUP") {
+	if l := gt.logs.Lines("removed a stray VIP"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100/24") || !strings.Contains(l[0], "keepalived_state=BACKUP") {
 		t.Errorf("log lines %q, want one naming 192.0.2.100/24 and BACKUP", l)
 	}
 	if n := gt.g.Snapshot().StrayRemoved[v101]; n != 0 {
@@ -286,11 +263,11 @@ func TestGuardStrayRemovalFails(t *testing.T) {
 	if err := gt.host.Add("eth0", p); err != nil {
 		t.Fatal(err)
 	}
-	gt.waitFor("two failures logged", func() bool { return len(gt.logs.lines("removing a stray VIP")) >= 2 })
+	gt.waitFor("two failures logged", func() bool { return len(gt.logs.Lines("removing a stray VIP")) >= 2 })
 	if n := gt.g.Snapshot().StrayRemoved[p.Addr()]; n != 0 {
 		t.Errorf("a failed removal counted: %d", n)
 	}
-	if l := gt.logs.lines("removing a stray VIP"); !strings.Contains(l[0], "operation not permitted") {
+	if l := gt.logs.Lines("removing a stray VIP"); !strings.Contains(l[0], "operation not permitted") {
 		t.Errorf("log %q does not give the reason", l[0])
 	}
 }
@@ -319,7 +296,7 @@ func TestGuardDuplicates(t *testing.T) {
 	if got := s.Duplicates[v100][0].String(); got != macB.String() || len(s.Duplicates) != 1 {
 		t.Errorf("duplicates %v, want only %s with %s", s.Duplicates, v100, macB)
 	}
-	if l := gt.logs.lines("duplicate VIP: another host answers"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100") || !strings.Contains(l[0], "other_mac="+macB.String()) {
+	if l := gt.logs.Lines("duplicate VIP: another host answers"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100") || !strings.Contains(l[0], "other_mac="+macB.String()) {
 		t.Errorf("log lines %q, want one naming the VIP and %s", l, macB)
 	}
 	// The probes are ARP probes for the held VIPs, from this node's MAC.
@@ -345,7 +322,7 @@ func TestGuardDuplicates(t *testing.T) {
 	gt.arp.in <- packetIn{b: arpFrame(t, 2, macA, "192.0.2.101", macA, "0.0.0.0")}
 	answering.Store(false)
 	gt.waitFor("the conflict to end", func() bool { return len(gt.g.Snapshot().Duplicates) == 0 })
-	if l := gt.logs.lines("duplicate VIP over: no other host answers"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100") {
+	if l := gt.logs.Lines("duplicate VIP over: no other host answers"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100") {
 		t.Errorf("log lines %q, want one end naming the VIP", l)
 	}
 
@@ -356,7 +333,7 @@ func TestGuardDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	gt.waitFor("the conflict to end with the release", func() bool { return len(gt.g.Snapshot().Duplicates) == 0 })
-	if l := gt.logs.lines("duplicate VIP over: this node released it"); len(l) != 1 {
+	if l := gt.logs.Lines("duplicate VIP over: this node released it"); len(l) != 1 {
 		t.Errorf("log lines %q, want one release", l)
 	}
 }
@@ -382,7 +359,7 @@ func TestGuardForeignAdverts(t *testing.T) {
 	if f := gt.g.Snapshot().Foreign[0]; f.VRID != 11 || f.Source != "192.0.2.99" {
 		t.Errorf("foreign %+v, want vrid 11 from 192.0.2.99", f)
 	}
-	l := gt.logs.lines("foreign VRRP speaker")
+	l := gt.logs.Lines("foreign VRRP speaker")
 	if len(l) != 1 {
 		t.Fatalf("log lines %q, want one for the one source", l)
 	}

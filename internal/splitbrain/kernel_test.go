@@ -21,6 +21,7 @@ import (
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/test/lab"
 	"github.com/ipfailover/ipfailover/test/nstest"
+	"github.com/ipfailover/ipfailover/test/syncbuf"
 )
 
 // pair is two network namespaces, "node" and "peer", joined by a veth
@@ -71,7 +72,7 @@ func run(t *testing.T, argv ...string) {
 
 // guard runs a guard in the node namespace with its real sockets, opened
 // there, and returns it with its log.
-func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *logBuffer) {
+func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *syncbuf.Buffer) {
 	t.Helper()
 	pl := testPlan(t, raw)
 	ifi, err := p.nl.Interface("eth0")
@@ -89,7 +90,7 @@ func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *logBuffer) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	g, err := newGuard(Options{Plan: pl, Host: p.nl, Keepalived: &fakeKeepalived{}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
 		&ifi, nil, socks, timing{probe: 200 * time.Millisecond, confirm: 100 * time.Millisecond, grace: time.Second, relist: time.Second})
 	if err != nil {
@@ -105,7 +106,7 @@ func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *logBuffer) {
 		cancel()
 		<-done
 		if t.Failed() {
-			t.Logf("guard's log:\n%s", logs.buf.String())
+			t.Logf("guard's log:\n%s", logs.String())
 		}
 	})
 	return g, logs
@@ -146,7 +147,7 @@ func TestKernelDuplicates(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"192.0.2.100", "2001:db8::100"} {
-		if l := logs.lines("duplicate VIP: another host answers"); !strings.Contains(strings.Join(l, "\n"), "vip="+v+" other_mac="+p.peerMAC.String()) {
+		if l := logs.Lines("duplicate VIP: another host answers"); !strings.Contains(strings.Join(l, "\n"), "vip="+v+" other_mac="+p.peerMAC.String()) {
 			t.Errorf("no start logged for %s with %s: %q", v, p.peerMAC, l)
 		}
 	}
@@ -155,7 +156,7 @@ func TestKernelDuplicates(t *testing.T) {
 	nstest.IP(t, p.peer, "addr", "del", "2001:db8::100/128", "dev", "eth0")
 	took = waitUntil(t, "the conflicts to end", func() bool { return len(g.Snapshot().Duplicates) == 0 })
 	t.Logf("conflicts over %v after the peer let go", took)
-	if l := logs.lines("duplicate VIP over: no other host answers"); len(l) != 2 {
+	if l := logs.Lines("duplicate VIP over: no other host answers"); len(l) != 2 {
 		t.Errorf("ends logged: %q, want two", l)
 	}
 }
@@ -225,7 +226,7 @@ func TestKernelForeignAdverts(t *testing.T) {
 	start := time.Now()
 	cmd := exec.Command("ip", "netns", "exec", p.peer, "keepalived", "-n", "-l", "--vrrp", "-f", conf,
 		"-p", filepath.Join(dir, "k.pid"), "-r", filepath.Join(dir, "v.pid"), "-c", filepath.Join(dir, "c.pid"))
-	out := &logBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func TestKernelForeignAdverts(t *testing.T) {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("keepalived's output:\n%s", out.buf.String())
+			t.Logf("keepalived's output:\n%s", out.String())
 		}
 	})
 	ll, err := linkLocal(p.peer)
@@ -261,7 +262,7 @@ func TestKernelForeignAdverts(t *testing.T) {
 	// The kernel filter itself: sockets like the guard's see the foreign
 	// adverts and never the member's.
 	p.filteredVRIDs(t, expectations(testPlan(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100,192.0.2.102"})))
-	if l := logs.lines("foreign VRRP speaker"); len(l) != 2 {
+	if l := logs.Lines("foreign VRRP speaker"); len(l) != 2 {
 		t.Errorf("log lines %q, want one per source", l)
 	} else if joined := strings.Join(l, "\n"); !strings.Contains(joined, "another authentication password") || !strings.Contains(joined, "VIPs [2001:db8::200]") {
 		t.Errorf("log lines %q do not say what differs", l)

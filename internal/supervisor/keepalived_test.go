@@ -15,6 +15,7 @@ import (
 
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/nstest"
+	"github.com/ipfailover/ipfailover/test/syncbuf"
 	"github.com/ipfailover/ipfailover/test/wait"
 )
 
@@ -62,7 +63,7 @@ type realRig struct {
 	s                    *Supervisor
 	ns                   string
 	pidFile, vrrpPIDFile string
-	output, logs         *syncBuffer
+	output, logs         *syncbuf.Buffer
 	cancel               context.CancelFunc
 	done                 chan error
 }
@@ -81,7 +82,7 @@ func startReal(t *testing.T) *realRig {
 	if err != nil {
 		t.Skipf("iproute2 is not installed: %v", err)
 	}
-	r := &realRig{ns: netns(t), output: &syncBuffer{}, logs: &syncBuffer{}, done: make(chan error, 1)}
+	r := &realRig{ns: netns(t), output: &syncbuf.Buffer{}, logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "keepalived.conf")
 	if err := os.WriteFile(conf, []byte(realConfig), 0o644); err != nil {

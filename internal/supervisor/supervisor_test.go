@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ipfailover/ipfailover/internal/proc"
+	"github.com/ipfailover/ipfailover/test/syncbuf"
 	"github.com/ipfailover/ipfailover/test/wait"
 )
 
@@ -46,30 +47,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }
 
 // fake is one test's fake keepalived: its control directory.
@@ -142,7 +119,7 @@ type run struct {
 }
 
 // options returns Options for f with fast backoff and logs captured.
-func (f *fake) options(logs *syncBuffer) Options {
+func (f *fake) options(logs *syncbuf.Buffer) Options {
 	return Options{
 		Binary:          fakeBinary,
 		Args:            Args("/etc/keepalived/test.conf", nil),
@@ -195,9 +172,9 @@ func (r *run) wait(t *testing.T) error {
 	}
 }
 
-func startFake(t *testing.T, f *fake, mutate func(*Options)) (*run, *syncBuffer) {
+func startFake(t *testing.T, f *fake, mutate func(*Options)) (*run, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	opts := f.options(logs)
 	if mutate != nil {
 		mutate(&opts)
@@ -302,16 +279,16 @@ func TestOutputPassedThrough(t *testing.T) {
 		f := newFake(t)
 		f.set("stdout", string(payload))
 		f.set("stderr", string(errPayload))
-		out, errOut := &syncBuffer{}, &syncBuffer{}
+		out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 		r, _ := startFake(t, f, func(o *Options) { o.Stdout, o.Stderr = out, errOut })
 		wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}
-		if got := out.Bytes(); !bytes.Equal(got, payload) {
+		if got := []byte(out.String()); !bytes.Equal(got, payload) {
 			t.Errorf("stdout: got %d bytes, want the %d written, byte for byte", len(got), len(payload))
 		}
-		if got := errOut.Bytes(); !bytes.Equal(got, errPayload) {
+		if got := []byte(errOut.String()); !bytes.Equal(got, errPayload) {
 			t.Errorf("stderr: got %q, want %q", got, errPayload)
 		}
 	})
@@ -405,7 +382,7 @@ func TestCannotStart(t *testing.T) {
 
 func TestReload(t *testing.T) {
 	f := newFake(t)
-	s := New(f.options(&syncBuffer{}))
+	s := New(f.options(&syncbuf.Buffer{}))
 	if err := s.Reload(); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Reload before Run = %v, want ErrNotRunning", err)
 	}
