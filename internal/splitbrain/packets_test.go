@@ -226,7 +226,7 @@ func TestARPClaims(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := d.claims(tt.frame)
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(claim{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpClaims...); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
@@ -322,7 +322,7 @@ func TestNDPClaims(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := d.claims(tt.msg)
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(claim{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpClaims...); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})

@@ -428,6 +428,12 @@ func (s *scenario) waitAgree(t *testing.T, hc *http.Client, nodes []*lab.Node, v
 // fails with cond's last error.
 func (s *scenario) poll(t *testing.T, what string, cond func(context.Context) error) {
 	t.Helper()
+	s.pollEvery(t, what, lab.PollInterval, cond)
+}
+
+// pollEvery is poll with its own interval.
+func (s *scenario) pollEvery(t *testing.T, what string, every time.Duration, cond func(context.Context) error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(s.ctx, agreeTimeout)
 	defer cancel()
 	for {
@@ -438,7 +444,7 @@ func (s *scenario) poll(t *testing.T, what string, cond func(context.Context) er
 		select {
 		case <-ctx.Done():
 			t.Fatalf("no %s within %v; last: %v", what, agreeTimeout, err)
-		case <-time.After(lab.PollInterval):
+		case <-time.After(every):
 		}
 	}
 }

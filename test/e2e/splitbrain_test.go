@@ -47,19 +47,7 @@ func (m *scrape) duplicate(vip netip.Addr) (float64, []string, bool) {
 // until it holds; fatal after agreeTimeout.
 func (s *scenario) pollFast(t *testing.T, what string, cond func(context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(s.ctx, agreeTimeout)
-	defer cancel()
-	for {
-		err := cond(ctx)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no %s within %v; last: %v", what, agreeTimeout, err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	s.pollEvery(t, what, 10*time.Millisecond, cond)
 }
 
 // wantDuplicate is a condition: n's metrics show vip as a duplicate whose
