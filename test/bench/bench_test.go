@@ -95,6 +95,9 @@ func TestRowsAndReport(t *testing.T) {
 	if mem.Median != 17 || mem.Worst != 22 || *mem.Pass {
 		t.Errorf("SizeRow = %+v", mem)
 	}
+	if cpu := PercentRow("cpu", []float64{0.5, 0.1, 0.3}, ""); cpu.Median != 0.3 || cpu.Worst != 0.5 || cpu.Samples[0] != 0.5 {
+		t.Errorf("PercentRow = %+v, want median 0.3, worst 0.5, samples in their order", cpu)
+	}
 	empty := TimeRow("none", nil, "", "")
 	empty.Check("median", 1)
 	if *empty.Pass {

@@ -101,14 +101,14 @@ func SizeRow(name string, u Unit, bytes []int64, shipped string) Row {
 	for i, b := range bytes {
 		fs[i] = float64(b) / div
 	}
-	r.Samples = slices.Clone(fs)
-	slices.Sort(fs)
-	if n := len(fs); n%2 == 1 {
-		r.Median = fs[n/2]
-	} else {
-		r.Median = (fs[n/2-1] + fs[n/2]) / 2
-	}
-	r.Worst = fs[len(fs)-1]
+	return r.summarize(fs)
+}
+
+// summarize sets Samples, Median and Worst from vs, not empty.
+func (r Row) summarize(vs []float64) Row {
+	r.Samples = slices.Clone(vs)
+	sorted := slices.Sorted(slices.Values(vs))
+	r.Median, r.Worst = sortedMedian(sorted), sorted[len(sorted)-1]
 	return r
 }
 
@@ -142,15 +142,7 @@ func PercentRow(name string, vs []float64, note string) Row {
 	if len(vs) == 0 {
 		return r
 	}
-	r.Samples = slices.Clone(vs)
-	sorted := slices.Sorted(slices.Values(vs))
-	if n := len(sorted); n%2 == 1 {
-		r.Median = sorted[n/2]
-	} else {
-		r.Median = (sorted[n/2-1] + sorted[n/2]) / 2
-	}
-	r.Worst = sorted[len(sorted)-1]
-	return r
+	return r.summarize(vs)
 }
 
 // Report is one run of the bench.

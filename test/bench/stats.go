@@ -33,8 +33,11 @@ func Median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
+	return sortedMedian(slices.Sorted(slices.Values(ds)))
+}
+
+// sortedMedian is the median of values already sorted, not empty.
+func sortedMedian[T ~int64 | ~float64](s []T) T {
 	n := len(s)
 	if n%2 == 1 {
 		return s[n/2]

@@ -89,14 +89,7 @@ func TestFlakyServiceKeepsVIPs(t *testing.T) {
 	if err := s.httpd[victim].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	m := s.waitOne(vips4, func(m lab.HolderMap) bool {
-		for _, n := range m {
-			if n == victim {
-				return false
-			}
-		}
-		return true
-	})
+	m := s.waitOne(vips4, func(m lab.HolderMap) bool { return !m.Holds(victim) })
 	t.Logf("httpd stopped on %s: %s", victim.Name, m)
 	s.waitScrape(t, hc, victim, func(m *scrape) error {
 		if up := m.value("ipfailover_check_up", nil); up != 0 {

@@ -41,14 +41,7 @@ func TestServiceStopMovesVIPs(t *testing.T) {
 	if err := s.httpd[victim].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	m := s.waitOne(vips4, func(m lab.HolderMap) bool {
-		for _, n := range m {
-			if n == victim {
-				return false
-			}
-		}
-		return true
-	})
+	m := s.waitOne(vips4, func(m lab.HolderMap) bool { return !m.Holds(victim) })
 	t.Logf("httpd stopped on %s (held %v): %s", victim.Name, moved, m)
 	if f.Proc(victim).Exited() {
 		t.Errorf("ipfailover on %s exited when its check failed", victim.Name)
@@ -102,14 +95,7 @@ func TestSIGTERMHandover(t *testing.T) {
 	if out := f.Outputs[slices.Index(f.Procs, p)].String(); !strings.Contains(out, "Stopped Keepalived") {
 		t.Errorf("keepalived on %s did not stop gracefully before ipfailover exited", victim.Name)
 	}
-	m := s.waitOne(allVIPs, func(m lab.HolderMap) bool {
-		for _, n := range m {
-			if n == victim {
-				return false
-			}
-		}
-		return true
-	})
+	m := s.waitOne(allVIPs, func(m lab.HolderMap) bool { return !m.Holds(victim) })
 	t.Logf("after the handover: %s", m)
 }
 

@@ -93,14 +93,7 @@ func TestUnicast(t *testing.T) {
 	vip := vips4[0]
 	victim := f.Holders[vip]
 	s.stop(f.Proc(victim))
-	m := s.waitOne(vips4, func(m lab.HolderMap) bool {
-		for _, n := range m {
-			if n == victim {
-				return false
-			}
-		}
-		return true
-	})
+	m := s.waitOne(vips4, func(m lab.HolderMap) bool { return !m.Holds(victim) })
 	t.Logf("unicast handover from %s: %s", victim.Name, m)
 }
 

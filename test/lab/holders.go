@@ -74,6 +74,16 @@ func names(ns []*Node) string {
 type HolderMap map[netip.Addr]*Node
 
 // String lists "vip=node" pairs in address order.
+// Holds reports whether n holds any of the VIPs.
+func (m HolderMap) Holds(n *Node) bool {
+	for _, h := range m {
+		if h == n {
+			return true
+		}
+	}
+	return false
+}
+
 func (m HolderMap) String() string {
 	vips := slices.SortedFunc(maps.Keys(m), netip.Addr.Compare)
 	var s []string
