@@ -324,33 +324,26 @@ if mknode "$nsk" 192.0.2.5; then
 		'exec /usr/sbin/keepalived --log-console --log-detail --dont-fork --config-id=${POD_NAME} --use-file=/etc/keepalived/keepalived.conf --pid=/etc/keepalived.pid/keepalived.pid' \
 		>/dev/null; then
 		klogs() { podman_ logs "$ctr" 2>&1; }
+		kawait() { # NAME CMD...: pass when CMD succeeds within 30 s, else fail with keepalived's log
+			local name=$1
+			shift
+			if wait_for 30 "$@"; then pass "$name"; else fail "$name" "$(klogs | tail -n 30)"; fi
+		}
 		vip_on() { ip -n "$nsk" -4 addr show dev veth0 | grep -q "$1/"; }
 		# No endpoints yet (404): the script runs and fails, and the VIP
 		# stays away past the 3 s a lone node waits before it takes over.
-		if wait_for 30 bash -c "podman --runtime '$RUNTIME' logs '$ctr' 2>&1 | grep -q 'VRRP_Script(image-test/local-svc) failed'"; then
-			pass "operator: no local endpoints, keepalived runs the curl track script: it fails"
-		else
-			fail "operator: no local endpoints, keepalived runs the curl track script: it fails" "$(klogs | tail -n 30)"
-		fi
+		kawait "operator: no local endpoints, keepalived runs the curl track script: it fails" bash -c "podman --runtime '$RUNTIME' logs '$ctr' 2>&1 | grep -q 'VRRP_Script(image-test/local-svc) failed'"
 		sleep 4
 		check "operator: keepalived runs as PID 1 under the operator's command line" bash -c "podman --runtime '$RUNTIME' exec '$ctr' cat /proc/1/cmdline | tr '\0' ' ' | grep -q '^/usr/sbin/keepalived --log-console --log-detail --dont-fork --config-id=keepalivedgroup-image-test-x7k2p '"
 		check "operator: keepalived wrote the operator's pid file" test -s "$kop/pid/keepalived.pid"
 		check "operator: no VIP while the check fails" bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/'"
 		# Endpoints appear: the script passes, MASTER, the VIP lands.
 		touch "$kop/www/healthz"
-		if wait_for 30 vip_on 192.0.2.140; then
-			pass "operator: local endpoints, the script passes: VIP 192.0.2.140 on veth0"
-		else
-			fail "operator: local endpoints, the script passes: VIP 192.0.2.140 on veth0" "$(klogs | tail -n 30)"
-		fi
+		kawait "operator: local endpoints, the script passes: VIP 192.0.2.140 on veth0" vip_on 192.0.2.140
 		check "operator: keepalived logs the script succeeding" grep -q 'VRRP_Script(image-test/local-svc) succeeded' <<<"$(klogs)"
 		# Endpoints gone: the node gives the VIP up instead of dropping traffic.
 		rm "$kop/www/healthz"
-		if wait_for 30 bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/'"; then
-			pass "operator: endpoints gone, the script fails again: VIP released"
-		else
-			fail "operator: endpoints gone, the script fails again: VIP released" "$(klogs | tail -n 30)"
-		fi
+		kawait "operator: endpoints gone, the script fails again: VIP released" bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/'"
 		# A SIGHUP reload as the operator's config-reloader sends it: from
 		# another container sharing the process namespace, by the pid file.
 		touch "$kop/www/healthz"
@@ -358,18 +351,10 @@ if mknode "$nsk" 192.0.2.5; then
 		out=$(prun --rm --pid "container:$ctr" --network none -v "$kop/pid:/etc/keepalived.pid:ro" \
 			--entrypoint /bin/bash "$IMAGE" -c 'kill -HUP "$(cat /etc/keepalived.pid/keepalived.pid)"' 2>&1)
 		check "operator: SIGHUP from a second container by the pid file" test -z "$out"
-		if wait_for 30 bash -c "ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/' && ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.141/'"; then
-			pass "operator: after the reload both VIPs of the new configuration on veth0"
-		else
-			fail "operator: after the reload both VIPs of the new configuration on veth0" "$(klogs | tail -n 30)"
-		fi
+		kawait "operator: after the reload both VIPs of the new configuration on veth0" bash -c "ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.140/' && ip -n '$nsk' -4 addr show dev veth0 | grep -q '192.0.2.141/'"
 		check "operator: keepalived logged the reload" grep -q 'Reloading' <<<"$(klogs)"
 		rm "$kop/www/healthz"
-		if wait_for 30 bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -qE '192\.0\.2\.14[01]/'"; then
-			pass "operator: after the reload the script still runs: both VIPs released without endpoints"
-		else
-			fail "operator: after the reload the script still runs: both VIPs released without endpoints" "$(klogs | tail -n 30)"
-		fi
+		kawait "operator: after the reload the script still runs: both VIPs released without endpoints" bash -c "! ip -n '$nsk' -4 addr show dev veth0 | grep -qE '192\.0\.2\.14[01]/'"
 		check "operator: curl was never missing or disabled" bash -c '! grep -E "cannot be accessed|Disabling track script|not executable|No such file" <<<"$1"' _ "$(klogs)"
 		check "operator: still running before SIGTERM" running "$ctr"
 		podman_ stop -t 30 "$ctr" >/dev/null 2>&1

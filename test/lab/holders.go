@@ -73,7 +73,6 @@ func names(ns []*Node) string {
 // HolderMap is the holder of each VIP.
 type HolderMap map[netip.Addr]*Node
 
-// String lists "vip=node" pairs in address order.
 // Holds reports whether n holds any of the VIPs.
 func (m HolderMap) Holds(n *Node) bool {
 	for _, h := range m {
@@ -84,6 +83,7 @@ func (m HolderMap) Holds(n *Node) bool {
 	return false
 }
 
+// String lists "vip=node" pairs in address order.
 func (m HolderMap) String() string {
 	vips := slices.SortedFunc(maps.Keys(m), netip.Addr.Compare)
 	var s []string
