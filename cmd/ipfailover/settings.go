@@ -36,7 +36,7 @@ func planWith(nl *host.Netlink) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plan.New(cfg, nl)
+	return plan.New(cfg, nl, nil)
 }
 
 // planHere plans for this network namespace; the caller closes the

@@ -20,8 +20,10 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // goldenCase is testdata/<name>.env: KEY=VALUE lines as a Deployment sets
-// them, and one NODE line, "NODE=<interface> <IPv4 or -> [<IPv6>]", for the
-// facts the program finds on the host.
+// them, one NODE line, "NODE=<interface> <IPv4 or -> [<IPv6>]", for the
+// facts the program finds on the host, and with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods a MEMBERS line, the addresses the
+// other pods publish (none: the pod is alone).
 type goldenCase struct {
 	name string
 	env  map[string]string
@@ -45,6 +47,12 @@ func loadCases(t testing.TB) []goldenCase {
 		for sc.Scan() {
 			k, v, ok := strings.Cut(sc.Text(), "=")
 			if !ok {
+				continue
+			}
+			if k == "MEMBERS" {
+				for _, m := range strings.Fields(v) {
+					c.node.Members = append(c.node.Members, netip.MustParseAddr(m))
+				}
 				continue
 			}
 			if k != "NODE" {

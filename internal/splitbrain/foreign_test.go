@@ -32,7 +32,7 @@ func testPlanOn(t testing.TB, r config.Raw, addr4 string) *plan.Plan {
 		netip.MustParsePrefix(addr4), netip.MustParsePrefix("2001:db8::11/64"),
 	}})
 	h.Default = "eth0"
-	p, err := plan.New(c, h)
+	p, err := plan.New(c, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
