@@ -132,7 +132,8 @@ func TestGolden(t *testing.T) {
 }
 
 // TestParseReadsWhatRenderWrote: reading every golden case back gives the
-// instances, intervals and VRRP version it was rendered from.
+// instances (with their unicast peers), intervals and VRRP version it was
+// rendered from.
 func TestParseReadsWhatRenderWrote(t *testing.T) {
 	for _, c := range loadCases(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,6 +154,7 @@ func TestParseReadsWhatRenderWrote(t *testing.T) {
 			for _, in := range ins {
 				want.Instances = append(want.Instances, keepalived.ConfInstance{
 					Name: in.Name, RouterID: int(in.RouterID), Priority: in.Priority, Master: in.Master, VIPs: in.VIPs,
+					UnicastPeers: in.UnicastPeers,
 				})
 			}
 			if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {

@@ -59,6 +59,11 @@ type Options struct {
 	// Check, when set, serves the built-in check's series.
 	Check *CheckMetrics
 
+	// Membership, when set, serves the unicast peers found in the cluster.
+	Membership Membership
+	// Bridge, when set, serves the multicast bridge's series.
+	Bridge Bridge
+
 	// Signal is keepalived's JSON dump signal; 0 asks KeepalivedBinary once, at the first
 	// scrape.
 	Signal syscall.Signal
@@ -121,6 +126,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.SplitBrain != nil {
 		reg.MustRegister(newSplitBrainCollector(o.SplitBrain, o.Plan.Config.VIPs))
+	}
+	if o.Membership != nil {
+		reg.MustRegister(newMembershipCollector(o.Membership))
+	}
+	if o.Bridge != nil {
+		reg.MustRegister(newBridgeCollector(o.Bridge))
 	}
 
 	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, log: o.Logger}
