@@ -44,7 +44,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, scrape, cpu, scale (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, scrape, cpu, scale (default all)")
 	var nodeEnv envList
 	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
 	debug := flag.Bool("debug", false, "log every change of the VIP holders while a fleet converges")

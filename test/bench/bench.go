@@ -49,8 +49,8 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "scrape", "cpu" and "scale" (Scale still gates the last, and the
-	// 254-VIP CPU rows); empty runs all.
+	// "migrate", "scrape", "cpu" and "scale" (Scale still gates the last,
+	// and the 254-VIP CPU rows); empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
 	CPUFor time.Duration
@@ -320,6 +320,24 @@ func (r *runner) measure(ctx context.Context) error {
 			for _, rolling := range []bool{true, false} {
 				if err := r.rollout(ctx, small, rolling); err != nil {
 					return fmt.Errorf("rollout: %w", err)
+				}
+			}
+		}
+	}
+	if r.o.phase("migrate") {
+		for round := range min(r.o.Rounds, 3) {
+			r.o.Log.Info("migration round", "round", round+1)
+			for _, m := range []struct {
+				from       migrateFrom
+				bridge     bool
+				gap, twice string
+			}{
+				{fromIPFailover, true, rowMigrateGap, rowMigrateTwice},
+				{fromIPFailover, false, rowMigrateGapPlain, rowMigrateTwiceP},
+				{fromShipped, true, rowMigrateShipGap, rowMigrateShipTwo},
+			} {
+				if err := r.migrate(ctx, small, m.from, m.bridge, m.gap, m.twice); err != nil {
+					return fmt.Errorf("migration: %w", err)
 				}
 			}
 		}
