@@ -74,10 +74,13 @@ type Relay struct {
 	src4     netip.Addr
 	interval time.Duration
 	adverts  map[string]advert // by instance name
-	master   map[string]bool
-	pid      int
-	senders  map[bool]sender // by v6
-	sendErr  bool
+	// alone are the instances with no unicast peer: the multicast nodes
+	// are the only others, and get a priority-0 advert when the relay stops.
+	alone   map[string]bool
+	master  map[string]bool
+	pid     int
+	senders map[bool]sender // by v6
+	sendErr bool
 }
 
 // New returns a Relay for p's unicast instances.
@@ -93,7 +96,7 @@ func New(o Options) *Relay {
 // Replan takes a new plan: new priorities and peers change nothing here; a
 // new interface or source address reopens the sockets.
 func (r *Relay) Replan(p *plan.Plan) {
-	adverts := map[string]advert{}
+	adverts, alone := map[string]advert{}, map[string]bool{}
 	var auth [8]byte
 	copy(auth[:], p.Config.Name)
 	var src4 netip.Addr
@@ -109,13 +112,14 @@ func (r *Relay) Replan(p *plan.Plan) {
 			}
 		}
 		adverts[in.Name] = a
+		alone[in.Name] = in.Alone()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p.Node.Interface != r.iface || src4 != r.src4 {
 		r.closeSenders()
 	}
-	r.iface, r.src4, r.interval, r.adverts = p.Node.Interface, src4, p.Config.AdvertInterval, adverts
+	r.iface, r.src4, r.interval, r.adverts, r.alone = p.Node.Interface, src4, p.Config.AdvertInterval, adverts, alone
 }
 
 // SetActive turns the relay on or off; why says what decided it, for the
@@ -179,7 +183,12 @@ func (r *Relay) poke() {
 	}
 }
 
-// Run relays until ctx ends.
+// Run relays until ctx ends, when keepalived is being stopped: then,
+// for every instance it relays that has no unicast peer (this is the last
+// unicast node: a rollback to multicast, or a lone node leaving), it sends
+// one priority-0 advert, so that the multicast nodes take the VIPs over at
+// once, as from any leaving master, rather than after their master-down
+// interval.
 func (r *Relay) Run(ctx context.Context) {
 	r.mu.Lock()
 	interval := r.interval
@@ -188,6 +197,7 @@ func (r *Relay) Run(ctx context.Context) {
 	defer tick.Stop()
 	defer func() {
 		r.mu.Lock()
+		r.goodbye()
 		r.closeSenders()
 		r.mu.Unlock()
 	}()
@@ -223,6 +233,25 @@ func (r *Relay) relay() {
 		}
 		r.sendErr = false
 		r.sent.Add(1)
+	}
+}
+
+// goodbye sends the priority-0 adverts of Run's end; called with mu held.
+func (r *Relay) goodbye() {
+	if !r.active {
+		return
+	}
+	for name, a := range r.adverts {
+		if !r.master[name] || !r.alone[name] {
+			continue
+		}
+		a.priority = 0
+		if err := r.sendLocked(a); err != nil {
+			r.log.Warn("multicast bridge: the goodbye advert failed; the multicast nodes take the VIPs after their master-down interval", "instance", name, "error", err)
+			continue
+		}
+		r.sent.Add(1)
+		r.log.Info("multicast bridge: sent the multicast nodes a priority-0 advert", "instance", name)
 	}
 }
 

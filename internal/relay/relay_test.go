@@ -114,7 +114,9 @@ type fakeKeepalived struct{ pid atomic.Int32 }
 
 func (k *fakeKeepalived) PID() int { return int(k.pid.Load()) }
 
-func testPlan(t *testing.T, vips, source string) *plan.Plan {
+// testPlan plans vips on a node at .13 with the peers from the pods: the
+// one other pod at .11 unless alone.
+func testPlan(t *testing.T, vips, source string, alone ...bool) *plan.Plan {
 	t.Helper()
 	cfg, err := config.Parse(config.Raw{VirtualIPs: vips, PeersFrom: config.PeersFromPods, PodName: "a", UnicastSource: source})
 	if err != nil {
@@ -122,7 +124,11 @@ func testPlan(t *testing.T, vips, source string) *plan.Plan {
 	}
 	h := hosttest.New(map[string][]netip.Prefix{"eth0": {netip.MustParsePrefix("192.0.2.13/24"), netip.MustParsePrefix("2001:db8::13/64")}})
 	h.Default = "eth0"
-	p, err := plan.New(cfg, h, []netip.Addr{netip.MustParseAddr("192.0.2.11")})
+	members := []netip.Addr{netip.MustParseAddr("192.0.2.11")}
+	if len(alone) > 0 && alone[0] {
+		members = nil
+	}
+	p, err := plan.New(cfg, h, members)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +145,14 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, p *plan.Plan) *harness {
+	h, cancel := startHarness(t, p)
+	t.Cleanup(cancel)
+	return h
+}
+
+// startHarness runs a Relay with fake sockets; the returned function stops
+// it and waits for Run to return.
+func startHarness(t *testing.T, p *plan.Plan) (*harness, func()) {
 	h := &harness{k: &fakeKeepalived{}}
 	h.k.pid.Store(100)
 	h.r = New(Options{Plan: p, Keepalived: h.k})
@@ -153,8 +167,8 @@ func newHarness(t *testing.T, p *plan.Plan) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { h.r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return h
+	var once sync.Once
+	return h, func() { once.Do(func() { cancel(); <-done }) }
 }
 
 // sent lists everything sent so far, in order, over every socket.
@@ -249,5 +263,27 @@ func TestRelayReplan(t *testing.T) {
 	}
 	if !h.senders[0].closed {
 		t.Error("the socket of the old source stayed open")
+	}
+}
+
+// TestRelayGoodbye: when it stops, the relay of a node with no unicast peer
+// (the last unicast node) sends the multicast nodes a priority-0 advert
+// for each instance it was master of; with a peer, the peer takes over and
+// the relay says nothing.
+func TestRelayGoodbye(t *testing.T) {
+	for _, alone := range []bool{true, false} {
+		h, stop := startHarness(t, testPlan(t, "192.0.2.100-101", "", alone))
+		h.r.SetActive(true, "test")
+		h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_2", State: keepalived.StateNameMaster})
+		h.waitSent(t, 1)
+		stop()
+		got := h.sent()
+		last := got[len(got)-1]
+		if alone && last != "vrid 12 prio 0 to 224.0.0.18" {
+			t.Errorf("alone: last advert %q, want a priority-0 one for vrid 12", last)
+		}
+		if !alone && strings.Contains(strings.Join(got, ","), "prio 0") {
+			t.Errorf("with a unicast peer: sent %v, want no priority-0 advert", got)
+		}
 	}
 }
