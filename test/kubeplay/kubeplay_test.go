@@ -67,13 +67,13 @@ var capBits = map[corev1.Capability]uint{
 // userOverlay is what a user writes (deploy/README.md, Install): the image,
 // the VIPs, the replica count, and here the monitored port (the node's own
 // :9650, so the default TCP check passes once the metrics serve).
-func userOverlay(base, image string, replicas int) string {
+func userOverlay(base, image string, replicas int, components string) string {
 	name, tag := splitImage(image)
 	return fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
   - %s
-images:
+%simages:
   - name: ipfailover
     newName: %s
     newTag: %s
@@ -90,7 +90,7 @@ patches:
     patch: |-
       - {op: replace, path: /spec/completions, value: %d}
       - {op: replace, path: /spec/parallelism, value: %d}
-`, base, name, tag, replicas, replicas, replicas, replicas)
+`, base, components, name, tag, replicas, replicas, replicas, replicas)
 }
 
 func splitImage(image string) (name, tag string) {
@@ -114,7 +114,16 @@ func build(t *testing.T, base, image string, replicas int) map[string][][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(userOverlay(rel, image, replicas)), 0o644); err != nil {
+	// podman kube play has no API server: the workload runs multicast.
+	var components string
+	if strings.HasPrefix(base, "overlays/") {
+		mc, err := filepath.Rel(dir, filepath.Join(filepath.Dir(abs), "..", "components", "multicast"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		components = "components:\n  - " + mc + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(userOverlay(rel, image, replicas, components)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
