@@ -140,7 +140,10 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) {
 	if r.relay != nil {
 		r.relay.Replan(p)
 	}
-	if err := r.sup.Reload(); err != nil {
+	switch err := r.sup.Reload(); {
+	case errors.Is(err, supervisor.ErrNotRunning):
+		// keepalived is being restarted: it reads the new file at its start.
+	case err != nil:
 		r.log.Error("reload failed", "reason", why, "error", err)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -150,7 +151,14 @@ func (w *Watcher) Start(ctx context.Context, addrs []netip.Addr) error {
 	if err := inf.SetTransform(stripManagedFields); err != nil {
 		return err
 	}
-	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) { w.failed(err) }); err != nil {
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		// A watch that outlived the API server's history ends with 410
+		// Gone; the informer lists again at once. Not a failure.
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return
+		}
+		w.failed(err)
+	}); err != nil {
 		return err
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

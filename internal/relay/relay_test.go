@@ -145,14 +145,14 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, p *plan.Plan) *harness {
-	h, cancel := startHarness(t, p)
+	h, cancel := startHarness(p)
 	t.Cleanup(cancel)
 	return h
 }
 
 // startHarness runs a Relay with fake sockets; the returned function stops
 // it and waits for Run to return.
-func startHarness(t *testing.T, p *plan.Plan) (*harness, func()) {
+func startHarness(p *plan.Plan) (*harness, func()) {
 	h := &harness{k: &fakeKeepalived{}}
 	h.k.pid.Store(100)
 	h.r = New(Options{Plan: p, Keepalived: h.k})
@@ -272,7 +272,7 @@ func TestRelayReplan(t *testing.T) {
 // the relay says nothing.
 func TestRelayGoodbye(t *testing.T) {
 	for _, alone := range []bool{true, false} {
-		h, stop := startHarness(t, testPlan(t, "192.0.2.100-101", "", alone))
+		h, stop := startHarness(testPlan(t, "192.0.2.100-101", "", alone))
 		h.r.SetActive(true, "test")
 		h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_2", State: keepalived.StateNameMaster})
 		h.waitSent(t, 1)

@@ -181,6 +181,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 
+	if fi, err := os.Stat(o.Binary); err == nil {
+		r.addSize(rowBinary, fi.Size())
+	}
 	rep := &Report{Rounds: o.Rounds, PollInterval: o.Poll.Seconds()}
 	err = r.measure(ctx)
 	rep.Rows = r.rows()
@@ -221,6 +224,7 @@ const (
 	rowConfig      = "startup: exec → config written"
 	rowKeepalived  = "startup: exec → keepalived running"
 	rowScrape      = "scrape GET /metrics, 3 VIPs"
+	rowBinary      = "entrypoint binary size"
 	rowRSSRest     = "entrypoint RSS at rest"
 	rowRSSScrape   = "entrypoint RSS under scraping"
 	rowScrapeSize  = "scrape size, 3 VIPs"

@@ -42,6 +42,7 @@ func (r *runner) rows() []Row {
 	t(rowScrape, "", shippedScrape).Check("median", targetScrape)
 	rows[len(rows)-1].Note = fmt.Sprintf("%d concurrent scrapers, kept-alive connections, from the client namespace", Scrapers)
 	size(rowScrapeSize, KB, "")
+	size(rowBinary, MB, "").Note = "the static, stripped binary the bench runs (client-go's informers, for OPENSHIFT_HA_UNICAST_PEERS_FROM=pods, are 6 MB of it)"
 	size(rowRSSRest, MB, shippedRSS).Check("median", targetRSS)
 	size(rowRSSScrape, MB, shippedRSS).Check("worst", targetRSS)
 	for _, name := range []string{rowCPU1 + builtinSuffix, rowCPU1 + scriptSuffix, rowCPU254 + builtinSuffix, rowCPU254 + scriptSuffix} {
