@@ -64,8 +64,13 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	return &podPeers{w: w}, nil
 }
 
-// members are the addresses the other pods publish now.
-func (pp *podPeers) members() []netip.Addr { return pp.w.View().Peers() }
+// members are the addresses the other pods publish now; ok is false when
+// the watch does not show this pod itself, a view not to be trusted (the
+// API server answering from a half-restored state, say).
+func (pp *podPeers) members() (peers []netip.Addr, ok bool) {
+	v := pp.w.View()
+	return v.Peers(), slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.Self })
+}
 
 // applied records the peers keepalived now runs with.
 func (pp *podPeers) apply(p *plan.Plan) (added, removed []netip.Addr) {

@@ -100,7 +100,11 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) {
 func (r *reloader) reload(ctx context.Context, why string, force bool) {
 	var members []netip.Addr
 	if r.pods != nil {
-		members = r.pods.members()
+		var ok bool
+		if members, ok = r.pods.members(); !ok {
+			r.log.Warn("the watch does not show this pod: keeping the running peers", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
+			members = peersOf(r.current)
+		}
 	}
 	p, err := planWith(r.nl, members)
 	if err != nil {

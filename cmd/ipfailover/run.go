@@ -39,7 +39,8 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		if pods, err = startPodPeers(ctx, log, p.Config, p); err != nil {
 			return err
 		}
-		if p, err = plan.New(p.Config, nl, pods.members()); err != nil {
+		members, _ := pods.members()
+		if p, err = plan.New(p.Config, nl, members); err != nil {
 			return err
 		}
 		pods.apply(p)
