@@ -56,7 +56,8 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 		var p *lab.Process
 		var err error
 		if from == fromShipped {
-			p, err = n.StartKeepalived(ctx, ShippedConf(n.Addr4, vips, len(r.c.Nodes), r.script, MonitorPort), r.prefixed(n, ""))
+			check := fmt.Sprintf("%s %s %d", r.script, n.Addr4, MonitorPort)
+			p, err = n.StartKeepalived(ctx, ShippedConf(n.Addr4, vips, len(r.c.Nodes), check), r.prefixed(n, ""))
 		} else {
 			p, err = n.Start(ctx, []string{r.o.Binary, "run"}, append(Env(), r.o.NodeEnv...), r.prefixed(n, ""))
 		}
@@ -71,28 +72,11 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 		return fmt.Errorf("the multicast fleet: %w", err)
 	}
 
-	echoes, err := r.echoes()
+	prober, closeEchoes, err := r.probeVIPs(ctx, vips)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, e := range echoes {
-			e.Close()
-		}
-	}()
-	if out, err := r.c.Client.Exec(ctx, "ip", "route", "replace", vipPrefix(vips).String(), "dev", lab.Link); err != nil {
-		return fmt.Errorf("routing the VIPs in the client: %w: %s", err, out)
-	}
-	pc, err := ListenPacketIn(r.c.Client.Netns, ":0")
-	if err != nil {
-		return err
-	}
-	targets := make([]netip.AddrPort, len(vips))
-	for i, v := range vips {
-		targets[i] = netip.AddrPortFrom(v, ProbePort)
-	}
-	prober := NewProber(pc, targets, probeInterval)
-	prober.Start()
+	defer closeEchoes()
 	twice := newSplitMeter(r.w, r.o.Poll, vips, func(s Snapshot, key string) {
 		r.o.Log.Debug("holders", "at", s.At.Format("15:04:05.000"), "holders", key)
 	})

@@ -11,13 +11,14 @@ import (
 // for the node at addr (IPv4), with its defaults: config name
 // OpenShift-IPFailover, one instance per VIP, router ids 10+n, advert_int
 // keepalived's 1 s, preempt_delay 300, and its check (bash's /dev/tcp to the
-// node's address on port, every 2 s) as script.
+// node's address on its port, every 2 s) given as check, the script's
+// command line.
 //
 // Priorities follow the shipped rule: slot = last octet mod 128, idx = slot
 // mod replicas + 1; instance n is preferred when n mod idx = 0, with state
 // MASTER and priority 255 - slot, or slot + 1 when the previous preferred
 // instance took 255 - slot; the others get slot mod 64 plus a random 0..31.
-func ShippedConf(addr netip.Addr, vips []netip.Addr, replicas int, script string, port int) string {
+func ShippedConf(addr netip.Addr, vips []netip.Addr, replicas int, check string) string {
 	slot := int(addr.As4()[3]) % 128
 	idx := slot%replicas + 1
 	var b strings.Builder
@@ -32,10 +33,10 @@ func ShippedConf(addr netip.Addr, vips []netip.Addr, replicas int, script string
 }
 
 vrrp_script chk_OpenShift_IPFailover {
-   script "%s %s %d"
+   script "%s"
    interval 2
 }
-`, script, addr, port)
+`, check)
 	high := true
 	for i, v := range vips {
 		n := i + 1

@@ -25,7 +25,7 @@ func TestMulticastBridge(t *testing.T) {
 		// The check passes: the shipped image's script connects to the
 		// node's port, here /bin/true does.
 		out := s.output("shipped keepalived " + n.Name)
-		if _, err := n.StartKeepalived(s.ctx, bench.ShippedConf(n.Addr4, vips4, 3, "/bin/true", monitorPort), out); err != nil {
+		if _, err := n.StartKeepalived(s.ctx, bench.ShippedConf(n.Addr4, vips4, 3, "/bin/true"), out); err != nil {
 			t.Fatal(err)
 		}
 		outs = append(outs, out)
