@@ -15,7 +15,10 @@
 //   - the Deployment's and its emptyDirs' names get the node's name, since
 //     podman names pods and volumes host-wide;
 //   - the container's ports are dropped: podman 4.3 refuses port mappings
-//     with host networking, where a kubelet treats them as host ports.
+//     with host networking, where a kubelet treats them as host ports;
+//   - the Downward API variables are dropped: podman refuses
+//     metadata.namespace, and the played overlay is multicast (podman has
+//     no API server), which reads none.
 //
 // Everything else (security context, volumes, envFrom, probes, command) is
 // played as built.
@@ -148,7 +151,9 @@ func decode(t *testing.T, doc []byte, into any) {
 	}
 }
 
-// forNode is the harness's change for podman: node-suffixed names, no ports.
+// forNode is the harness's change for podman: node-suffixed names, no
+// ports, no Downward API variables (podman knows metadata.name, not
+// metadata.namespace; the multicast pods it plays read neither).
 func forNode(spec *corev1.PodSpec, node string) {
 	renamed := map[string]string{}
 	for i, v := range spec.Volumes {
@@ -160,6 +165,7 @@ func forNode(spec *corev1.PodSpec, node string) {
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		c.Ports = nil
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.ValueFrom != nil && e.ValueFrom.FieldRef != nil })
 		for j, m := range c.VolumeMounts {
 			if n, ok := renamed[m.Name]; ok {
 				c.VolumeMounts[j].Name = n
