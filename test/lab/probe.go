@@ -1,0 +1,120 @@
+package lab
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// TCPProbe is a client of the VIPs: from the client namespace it connects
+// over TCP to every target every interval, each attempt on its own, and
+// notes which connected within the deadline. A connection goes wherever
+// the client's neighbour entry for the VIP points (or its route, after an
+// ICMP redirect), so the probe sees what a client sees: a VIP whose
+// holder's gratuitous ARP the client never got is unreachable, however
+// healthy VRRP is.
+type TCPProbe struct {
+	c        *Cluster
+	targets  []netip.AddrPort
+	interval time.Duration
+	deadline time.Duration
+
+	mu    sync.Mutex
+	sent  [][]time.Time
+	ok    [][]bool
+	stop  chan struct{}
+	loop  sync.WaitGroup
+	tries sync.WaitGroup
+}
+
+// ProbeTCP starts probing targets (IP literals and ports) from the client
+// namespace every interval; an attempt that has not connected after
+// deadline fails. Stop ends it.
+func (c *Cluster) ProbeTCP(targets []netip.AddrPort, interval, deadline time.Duration) *TCPProbe {
+	p := &TCPProbe{c: c, targets: targets, interval: interval, deadline: deadline,
+		sent: make([][]time.Time, len(targets)), ok: make([][]bool, len(targets)), stop: make(chan struct{})}
+	p.loop.Go(p.run)
+	return p
+}
+
+func (p *TCPProbe) run() {
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		for i := range p.targets {
+			p.mu.Lock()
+			seq := len(p.sent[i])
+			p.sent[i] = append(p.sent[i], time.Now())
+			p.ok[i] = append(p.ok[i], false)
+			p.mu.Unlock()
+			p.tries.Go(func() { p.try(i, seq) })
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *TCPProbe) try(i, seq int) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.deadline)
+	defer cancel()
+	conn, err := p.c.Client.Dial(ctx, "tcp", p.targets[i].String())
+	if err != nil {
+		return
+	}
+	conn.Close()
+	p.mu.Lock()
+	p.ok[i][seq] = true
+	p.mu.Unlock()
+}
+
+// Stop ends probing and waits for the attempts still out.
+func (p *TCPProbe) Stop() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	p.loop.Wait()
+	p.tries.Wait()
+}
+
+// Outage returns target i's longest run without a connection among the
+// runs that were still going at since or began after it: from the last
+// attempt that connected before the run to the first after it (to the last
+// attempt sent when none did). A run that began before since counts whole.
+// Zero when every attempt from since on connected. Safe while probing.
+func (p *TCPProbe) Outage(i int, since time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return LongestGap(p.sent[i], p.ok[i], since)
+}
+
+// LongestGap is the longest time between two answered probes with only
+// unanswered ones between them, among the gaps that end at or after since
+// (the zero time: all); a run of unanswered probes at the start or the end
+// counts from the first or to the last probe sent. With nothing lost it is
+// the probe interval.
+func LongestGap(sent []time.Time, acked []bool, since time.Time) time.Duration {
+	if len(sent) == 0 {
+		return 0
+	}
+	var longest time.Duration
+	last := sent[0]
+	for i, at := range sent {
+		if !acked[i] {
+			continue
+		}
+		if !at.Before(since) {
+			longest = max(longest, at.Sub(last))
+		}
+		last = at
+	}
+	if end := sent[len(sent)-1]; !acked[len(sent)-1] && !end.Before(since) {
+		longest = max(longest, end.Sub(last))
+	}
+	return longest
+}
