@@ -26,15 +26,17 @@ type conn interface {
 // Every one of them needs CAP_NET_RAW.
 type sockets struct {
 	// arp is an AF_PACKET socket for ARP frames (ETH_P_ARP), filtered in
-	// the kernel to replies and announcements: ARP probes out, claims on
-	// VIPs in.
+	// the kernel to replies, announcements and probes: ARP probes and
+	// announcements out, claims on VIPs in.
 	arp conn
 	// nsOut is an AF_PACKET socket bound to no protocol: it only sends
 	// the neighbour solicitations (probes with the unspecified source
-	// address, which only a whole frame can carry) and receives nothing.
+	// address, which only a whole frame can carry) and advertisements, and
+	// receives nothing.
 	nsOut conn
 	// naIn is a raw ICMPv6 socket filtered in the kernel to neighbour
-	// advertisements: claims on IPv6 VIPs in.
+	// advertisements and duplicate address detection probes: claims on
+	// IPv6 VIPs in.
 	naIn conn
 	// vrrp4 and vrrp6 are raw IP sockets for protocol 112: every VRRP
 	// advert this node's IP stack accepts on the interface, which is what
@@ -108,23 +110,45 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 }
 
 // arpProgram passes the ARP frames that claim an address for their
-// sender: replies (to this node's probes, among others) and announcements
+// sender: replies (to this node's probes, among others), announcements
 // (sender address = target address: the gratuitous ARP keepalived sends as
-// it takes a VIP). Requests and probes, the bulk of ARP on a busy network
-// and every other node's probes at 254 VIPs, never leave the kernel; in a
-// conflict, each holder's probe draws the other's reply.
+// it takes a VIP) and probes (sender address 0.0.0.0: another guard that
+// holds the address or has just removed it as a stray, a host about to
+// take it). Ordinary requests, the bulk of ARP on a busy network, never
+// leave the kernel; probes are few (a guard sends at most ten a second);
+// in a conflict, each holder's probe draws the other's reply.
 var arpProgram = []bpf.Instruction{
 	// The operation, after the Ethernet header and 6 bytes of ARP.
 	bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 5},
-	// A request whose sender's protocol address equals its target's.
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 6},
+	// A request whose sender's protocol address equals its target's, or
+	// is 0.0.0.0.
 	bpf.LoadAbsolute{Off: 14 + 24, Size: 4},
 	bpf.TAX{},
 	bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
-	bpf.JumpIfX{Cond: bpf.JumpEqual, SkipTrue: 1},
+	bpf.JumpIfX{Cond: bpf.JumpEqual, SkipTrue: 2},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1},
 	bpf.RetConstant{Val: 0},
 	bpf.RetConstant{Val: 0xffff},
 }
+
+// ndpProgram passes, of the ICMPv6 messages that ICMP6_FILTER lets
+// through (advertisements and solicitations), the advertisements and the
+// solicitations without options: a duplicate address detection probe has
+// none (RFC 4862 5.4.2), an ordinary solicitation carries the sender's
+// link-layer address (every client resolving a VIP sends one). A raw IPv6
+// socket's filter sees the message without the IPv6 header.
+var ndpProgram = []bpf.Instruction{
+	bpf.LoadAbsolute{Off: 0, Size: 1},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmpv6NA, SkipTrue: 3},
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpv6NS, SkipTrue: 3},
+	bpf.LoadExtension{Num: bpf.ExtLen},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: nsLen, SkipFalse: 1},
+	bpf.RetConstant{Val: 0xffff},
+	bpf.RetConstant{Val: 0},
+}
+
+var ndpFilter = mustAssemble(ndpProgram)
 
 var arpFilter = mustAssemble(arpProgram)
 
@@ -182,7 +206,8 @@ func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, 
 }
 
 // listenNA opens a raw ICMPv6 socket on ifi that the kernel lets only
-// neighbour advertisements through.
+// neighbour advertisements and duplicate address detection probes
+// through.
 func listenNA(ifi *net.Interface) (conn, error) {
 	c, err := listenIP(ifi, "ip6:ipv6-icmp", "::")
 	if err != nil {
@@ -191,9 +216,15 @@ func listenNA(ifi *net.Interface) (conn, error) {
 	var f ipv6.ICMPFilter
 	f.SetAll(true)
 	f.Accept(ipv6.ICMPTypeNeighborAdvertisement)
-	if err := ipv6.NewPacketConn(c).SetICMPFilter(&f); err != nil {
+	f.Accept(ipv6.ICMPTypeNeighborSolicitation)
+	pc := ipv6.NewPacketConn(c)
+	if err := pc.SetICMPFilter(&f); err != nil {
 		c.Close()
 		return nil, errors.Join(errors.New("setting ICMP6_FILTER"), err)
+	}
+	if err := pc.SetBPF(ndpFilter); err != nil {
+		c.Close()
+		return nil, errors.Join(errors.New("attaching the solicitation filter"), err)
 	}
 	return c, nil
 }
