@@ -30,7 +30,7 @@ func TestSplitBrainMetrics(t *testing.T) {
 			netip.MustParseAddr("192.0.2.100"): 2, netip.MustParseAddr("192.0.2.101"): 0, netip.MustParseAddr("2001:db8::1"): 0,
 		},
 		Announced: map[netip.Addr]uint64{netip.MustParseAddr("192.0.2.101"): 3},
-		Foreign: []splitbrain.ForeignAdverts{{VRID: 51, Source: "192.0.2.99", Adverts: 7}, {VRID: 52, Source: "fe80::1", Adverts: 1}},
+		Foreign:   []splitbrain.ForeignAdverts{{VRID: 51, Source: "192.0.2.99", Adverts: 7}, {VRID: 52, Source: "fe80::1", Adverts: 1}},
 	}}
 	s := newServer(t, o)
 	want := `

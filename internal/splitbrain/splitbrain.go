@@ -538,7 +538,7 @@ func (g *Guard) forwards6() bool {
 	if g.sysctl == "" {
 		return false
 	}
-	b, err := os.ReadFile(filepath.Join(g.sysctl, "net/ipv6/conf", g.iface, "forwarding"))
+	b, err := os.ReadFile(filepath.Join(g.sysctl, "net", "ipv6", "conf", g.iface, "forwarding"))
 	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 

@@ -378,7 +378,7 @@ func TestCutVRRP(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			defer pc.Close()
+			t.Cleanup(func() { pc.Close() })
 			socks = append(socks, sock{n, v6, pc})
 		}
 	}
