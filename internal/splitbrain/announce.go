@@ -41,6 +41,9 @@ type contests struct {
 	// spacing is the shortest time between two announcements of a VIP.
 	spacing time.Duration
 
+	// held are the VIPs on the interface at the last listing: a claim on
+	// another (read before this node let it go) starts nothing.
+	held map[netip.Addr]bool
 	vips map[netip.Addr]*contest
 	// announced is when each held VIP was last announced; pending are
 	// announcements held back by spacing.
@@ -75,7 +78,7 @@ type contestEnd struct {
 
 func newContests(t timing) *contests {
 	return &contests{round: t.contest, spacing: t.spacing,
-		vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}}
+		held: map[netip.Addr]bool{}, vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}}
 }
 
 // setHeld records which VIPs this node holds: a VIP that left ends its
@@ -85,6 +88,7 @@ func (c *contests) setHeld(held []netip.Addr) {
 	for _, v := range held {
 		on[v] = true
 	}
+	c.held = on
 	for _, m := range []map[netip.Addr]time.Time{c.announced, c.pending} {
 		for v := range m {
 			if !on[v] {
@@ -104,6 +108,9 @@ func (c *contests) setHeld(held []netip.Addr) {
 // that host at once: a host that only probed (a stray's remover) or that
 // already let go does not answer, and the contest ends after one round.
 func (c *contests) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) []probeTo {
+	if !c.held[vip] {
+		return nil
+	}
 	ct, ok := c.vips[vip]
 	if !ok {
 		// The other host may have it again: the next announcement

@@ -141,6 +141,15 @@ func TestContests(t *testing.T) {
 			"0.2s probe 192.0.2.100 to " + mb,
 		},
 	}, {
+		name: "a claim read before this node let the VIP go starts nothing",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip})
+			r.c.setHeld(nil)
+			r.claim(vip, macB)
+			r.until(time.Second)
+		},
+		want: nil,
+	}, {
 		name: "announcements of a VIP a second apart at least",
 		script: func(r *contestRun) {
 			r.c.setHeld([]netip.Addr{vip})

@@ -445,6 +445,42 @@ func TestGuardAnnouncesWhenTheContestEnds(t *testing.T) {
 	}
 }
 
+// TestGuardAnnouncesOnlyWhatItHolds: keepalived removes a contested VIP
+// and the contest ends before the address notification arrives: the
+// guard, which lists the addresses before it announces, says nothing.
+func TestGuardAnnouncesOnlyWhatItHolds(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100"}, "192.0.2.11/24", "192.0.2.100/32")
+	v := netip.MustParseAddr("192.0.2.100")
+	var answering atomic.Bool
+	answering.Store(true)
+	asked := atomic.Int64{}
+	gt.arp.setOnWrite(func(b []byte) {
+		if bytes.Equal(b[0:6], macB) {
+			asked.Add(1)
+			if answering.Load() {
+				gt.arp.in <- packetIn{b: arpFrame(t, 2, macB, "192.0.2.100", macA, "0.0.0.0")}
+			}
+		}
+	})
+	gt.waitFor("the first probe", func() bool { return len(gt.arp.frames()) > 0 })
+	gt.arp.in <- packetIn{b: arpFrame(t, 1, macB, "192.0.2.100", make(net.HardwareAddr, 6), "192.0.2.100")}
+	gt.waitFor("two probes to the other host", func() bool { return asked.Load() >= 2 })
+	// Gone without a notification (the fake's own Delete would send one),
+	// while the contest goes on; then the other host stops answering.
+	if err := gt.host.Addrs.Delete("eth0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	answering.Store(false)
+	time.Sleep(5 * testTiming.contest)
+	garp, err := arpAnnouncement(macA, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(gt.arp.frames(), garp); n != 0 || gt.g.Snapshot().Announced[v] != 0 {
+		t.Errorf("%d gratuitous ARPs for a VIP no longer on the interface", n)
+	}
+}
+
 func count(frames [][]byte, f []byte) int {
 	n := 0
 	for _, b := range frames {

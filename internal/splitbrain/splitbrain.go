@@ -39,6 +39,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -505,9 +506,20 @@ func (g *Guard) probe(ps []probeTo) {
 }
 
 // announce sends a gratuitous ARP or an unsolicited neighbour
-// advertisement for each of vips, twice (a lost frame is not a stranded
-// client), and counts them.
+// advertisement for each of vips that is on the interface right now (the
+// notification of keepalived removing one may not have arrived yet), twice
+// (a lost frame is not a stranded client), and counts them.
 func (g *Guard) announce(vips []netip.Addr) {
+	if len(vips) == 0 {
+		return
+	}
+	if listed, err := g.host.List(g.iface); err == nil {
+		on := map[netip.Addr]bool{}
+		for _, p := range listed {
+			on[p.Addr().Unmap()] = true
+		}
+		vips = slices.DeleteFunc(slices.Clone(vips), func(v netip.Addr) bool { return !on[v] })
+	}
 	for _, v := range vips {
 		frame, to := g.announcements[v], broadcastMAC
 		if v.Is6() {
