@@ -2,7 +2,9 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -91,6 +93,51 @@ func (p *TCPProbe) Outage(i int, since time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return LongestGap(p.sent[i], p.ok[i], since)
+}
+
+// Reachable returns since when target i's attempts have connected without
+// a failure in between, counting only attempts whose deadline has passed,
+// and false when the last of them failed.
+func (p *TCPProbe) Reachable(i int) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	done := time.Now().Add(-p.deadline)
+	var since time.Time
+	for k := len(p.sent[i]) - 1; k >= 0; k-- {
+		switch {
+		case p.sent[i][k].After(done):
+		case !p.ok[i][k]:
+			return since, !since.IsZero()
+		default:
+			since = p.sent[i][k]
+		}
+	}
+	return since, !since.IsZero()
+}
+
+// WaitSteady waits until every target has answered every attempt for
+// steady, for up to limit (or until ctx ends).
+func (p *TCPProbe) WaitSteady(ctx context.Context, steady, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		var bad []string
+		for i, t := range p.targets {
+			if since, ok := p.Reachable(i); !ok || time.Since(since) < steady {
+				bad = append(bad, t.Addr().String())
+			}
+		}
+		if len(bad) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not answering every attempt for %v within %v", strings.Join(bad, ", "), steady, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // LongestGap is the longest time between two answered probes with only

@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfailover/ipfailover/test/lab"
+)
+
+// The healed-partition scenarios: a client in its own namespace connects
+// over TCP to every VIP every 10 ms while one node's VRRP is cut both ways
+// for 6 s (it takes every VIP, another node takes its own) and then healed,
+// one direction more than an advert interval before the other, each way in
+// turn, so that each order of the first adverts after the heal happens:
+// the cut node hears the others first (it yields the VIPs it took without
+// the holders hearing it) or the others hear it first (the node that took
+// its VIP yields without it hearing). The client must reach every VIP
+// again soon after, and end up sending to each VIP's holder itself.
+//
+// IPFAILOVER_E2E_PARTITIONS sets the number of partitions per scenario (4
+// unless set) and IPFAILOVER_E2E_SEED the seed that picks the cut node,
+// the gap between the two directions and the phase of the cut (the time
+// unless set; every run logs it, so a failure can be replayed).
+
+const (
+	// partitionFor is how long the cut lasts.
+	partitionFor = 6 * time.Second
+	// reachableBound is how soon after the heal every VIP must answer
+	// again: generous, for a slow CI machine. The bench measures the real
+	// figure (well under a second); a client that nothing re-points stays
+	// stranded until the next fault, so any bound under the watch finds
+	// it.
+	reachableBound = 4 * time.Second
+	// healedWatch bounds the wait for every VIP to answer for
+	// steadyFor without a break after the heal.
+	healedWatch = 20 * time.Second
+	steadyFor   = 2 * time.Second
+	// probeEvery and probeDeadline are the client's: a connection
+	// attempt to every VIP every 10 ms, failed unless connected within
+	// 250 ms (a SYN to a node that dropped it is retried after 1 s).
+	probeEvery    = 10 * time.Millisecond
+	probeDeadline = 250 * time.Millisecond
+)
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a whole number from 1", name, v)
+	}
+	return n
+}
+
+func TestHealedPartition(t *testing.T) {
+	rounds := envInt(t, "IPFAILOVER_E2E_PARTITIONS", 4)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("IPFAILOVER_E2E_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("IPFAILOVER_E2E_SEED=%q: want a whole number", v)
+		}
+		seed = n
+	}
+	for _, routing := range []bool{false, true} {
+		name := "nodes not routing"
+		if routing {
+			name = "nodes routing"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Logf("IPFAILOVER_E2E_SEED=%d IPFAILOVER_E2E_PARTITIONS=%d", seed, rounds)
+			s := newScenarioWith(t, lab.Options{Routing: routing}, 2*time.Minute+time.Duration(rounds)*time.Minute)
+			healedPartitions(t, s, rand.New(rand.NewPCG(seed, 0)), rounds)
+		})
+	}
+}
+
+func healedPartitions(t *testing.T, s *scenario, rng *rand.Rand, rounds int) {
+	vips := allVIPs
+	s.fleet(env(vips4Env+","+vips6Env, "OPENSHIFT_HA_REPLICA_COUNT=3"), vips)
+	macs := map[string]*lab.Node{}
+	for _, n := range s.c.Nodes {
+		mac, err := n.MAC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		macs[mac.String()] = n
+	}
+	targets := make([]netip.AddrPort, len(vips))
+	for i, v := range vips {
+		targets[i] = netip.AddrPortFrom(v, monitorPort)
+	}
+	probe := s.c.ProbeTCP(targets, probeEvery, probeDeadline)
+	defer probe.Stop()
+	s.waitFor("every VIP answering the client", func() (bool, error) {
+		for i := range vips {
+			if _, ok := probe.Reachable(i); !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	var worst time.Duration
+	var worstAt string
+	for r := range rounds {
+		m, err := s.c.WaitStable(s.ctx, vips, settle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Any node that holds a VIP: cut off, it takes every other one.
+		var holders []*lab.Node
+		for _, n := range s.c.Nodes {
+			if m.Holds(n) {
+				holders = append(holders, n)
+			}
+		}
+		victim := holders[rng.IntN(len(holders))]
+		first, second := lab.ToNode, lab.FromNode
+		if r%2 == 1 {
+			first, second = second, first
+		}
+		// More than an advert interval: the first adverts after the heal
+		// all cross the first direction.
+		gap := time.Second + time.Duration(rng.Int64N(int64(500*time.Millisecond)))
+		if err := sleepCtx(s.ctx, time.Duration(rng.Int64N(int64(time.Second)))); err != nil {
+			t.Fatal(err)
+		}
+		if err := victim.CutVRRP(s.ctx, lab.BothWays); err != nil {
+			t.Fatal(err)
+		}
+		if err := sleepCtx(s.ctx, partitionFor); err != nil {
+			t.Fatal(err)
+		}
+		healed := time.Now()
+		if err := victim.HealVRRP(s.ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := sleepCtx(s.ctx, gap); err != nil {
+			t.Fatal(err)
+		}
+		if err := victim.HealVRRP(s.ctx, second); err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("partition %d of %s (holding %s), healed %s the node first, the other way %v later", r+1, victim.Name, vipsOf(m, victim), direction(first), gap.Round(time.Millisecond))
+
+		// Every VIP answers again, steadily, where it was before.
+		if err := probe.WaitSteady(s.ctx, steadyFor, healedWatch); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		after, err := s.c.WaitOneHolder(s.ctx, vips, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []string
+		for i, v := range vips {
+			out := probe.Outage(i, healed)
+			outs = append(outs, fmt.Sprintf("%s %v", v, out.Round(time.Millisecond)))
+			if out > worst {
+				worst, worstAt = out, fmt.Sprintf("%s in partition %d", v, r+1)
+			}
+			if out > reachableBound {
+				t.Errorf("%s: the client could not reach %s for %v after the heal, want under %v", what, v, out.Round(time.Millisecond), reachableBound)
+			}
+			if after[v] != m[v] {
+				t.Errorf("%s: %s is on %s after the heal, was on %s", what, v, after[v].Name, m[v].Name)
+			}
+		}
+		// The client's neighbour entry for each VIP names its holder: it
+		// sends to the holder itself, not through a node that gave the
+		// VIP up (which, routing, would forward and hide it).
+		for _, v := range vips {
+			mac, err := neighbour(s.ctx, s.c.Client, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if macs[mac] != after[v] {
+				name := "no node"
+				if macs[mac] != nil {
+					name = macs[mac].Name
+				}
+				t.Errorf("%s: the client's neighbour entry for %s names %s (%s), want the holder %s", what, v, mac, name, after[v].Name)
+			}
+		}
+		t.Logf("HEALED: %s: longest client outage per VIP after the heal: %s", what, strings.Join(outs, ", "))
+	}
+	t.Logf("HEALED: %d partitions, routing %v: the longest client outage after a heal %v (%s)", rounds, s.c.Routing, worst.Round(time.Millisecond), worstAt)
+}
+
+func direction(d lab.Direction) string {
+	if d == lab.ToNode {
+		return "towards"
+	}
+	return "from"
+}
+
+// vipsOf lists the VIPs n holds in m.
+func vipsOf(m lab.HolderMap, n *lab.Node) string {
+	var out []string
+	for _, v := range allVIPs {
+		if m[v] == n {
+			out = append(out, v.String())
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// neighbour returns the MAC of node's neighbour entry for addr ("" when it
+// has none).
+func neighbour(ctx context.Context, node *lab.Node, addr netip.Addr) (string, error) {
+	out, err := node.Exec(ctx, "ip", "neigh", "show", addr.String(), "dev", lab.Link)
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(string(out))
+	for i := range f {
+		if f[i] == "lladdr" && i+1 < len(f) {
+			return f[i+1], nil
+		}
+	}
+	return "", nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
