@@ -85,7 +85,10 @@ func (r *runner) partitionFleet(ctx context.Context, vips []netip.Addr, row stri
 	for i, v := range vips {
 		targets[i] = netip.AddrPortFrom(v, ProbePort)
 	}
-	probe := r.c.ProbeTCP(targets, clientEvery, clientDeadline)
+	probe, err := r.c.ProbeTCP(targets, clientEvery, clientDeadline)
+	if err != nil {
+		return err
+	}
 	defer probe.Stop()
 	for round := range r.o.Rounds {
 		// A client that a previous partition left stranded starts over:

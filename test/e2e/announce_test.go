@@ -100,7 +100,10 @@ func healedPartitions(t *testing.T, s *scenario, rng *rand.Rand, rounds int) {
 	for i, v := range vips {
 		targets[i] = netip.AddrPortFrom(v, monitorPort)
 	}
-	probe := s.c.ProbeTCP(targets, probeEvery, probeDeadline)
+	probe, err := s.c.ProbeTCP(targets, probeEvery, probeDeadline)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer probe.Stop()
 	s.waitFor("every VIP answering the client", func() (bool, error) {
 		for i := range vips {
@@ -237,5 +240,85 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-time.After(d):
 		return nil
+	}
+}
+
+// TestGARPRefresh: with OPENSHIFT_HA_GARP_MASTER_REFRESH set, a neighbour
+// whose entry for a VIP names the wrong node (set by hand on the client,
+// which sends nothing to the VIP: a switch-over whose gratuitous ARPs it
+// lost) learns the holder within the refresh period, IPv4 and IPv6; with
+// the refresh off, as the shipped image has it, the wrong entry stays.
+func TestGARPRefresh(t *testing.T) {
+	const refresh = 3 * time.Second
+	for _, on := range []bool{true, false} {
+		name := "off"
+		if on {
+			name = "every 3 s"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newScenario(t)
+			vips := []netip.Addr{vips4[0], vips6[0]}
+			extra := []string{}
+			if on {
+				extra = append(extra, fmt.Sprintf("OPENSHIFT_HA_GARP_MASTER_REFRESH=%d", int(refresh.Seconds())))
+			}
+			f := s.fleet(env(vips4[0].String()+","+vips6[0].String(), extra...), vips)
+			for _, p := range f.Procs {
+				conf, err := p.ReadFile("/etc/keepalived/keepalived.conf")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Contains(string(conf), "vrrp_garp_master_refresh 3"); got != on {
+					t.Fatalf("%s: keepalived.conf has vrrp_garp_master_refresh 3: %v, want %v", p.Node().Name, got, on)
+				}
+			}
+			wrong := map[netip.Addr]string{}
+			for _, v := range vips {
+				other := others(s.c, f.Holders[v])[0]
+				mac, err := other.MAC()
+				if err != nil {
+					t.Fatal(err)
+				}
+				wrong[v] = mac.String()
+				if _, err := s.c.Client.Exec(s.ctx, "ip", "neigh", "replace", v.String(), "lladdr", wrong[v], "nud", "stale", "dev", lab.Link); err != nil {
+					t.Fatal(err)
+				}
+			}
+			set := time.Now()
+			// The refresh goes out with the first advert after the
+			// period: within refresh + advert_int; slack for slow CI.
+			watch := refresh + time.Second + 3*time.Second
+			learnt := map[netip.Addr]time.Duration{}
+			for time.Since(set) < watch && len(learnt) < len(vips) {
+				for _, v := range vips {
+					if _, ok := learnt[v]; ok {
+						continue
+					}
+					mac, err := neighbour(s.ctx, s.c.Client, v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if holder, _ := f.Holders[v].MAC(); mac == holder.String() {
+						learnt[v] = time.Since(set)
+					}
+				}
+				if err := sleepCtx(s.ctx, 20*time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, v := range vips {
+				at, ok := learnt[v]
+				switch {
+				case on && !ok:
+					t.Errorf("the client's entry for %s still names %s %v after it was set, want the holder %s's MAC within the refresh period", v, wrong[v], watch, f.Holders[v].Name)
+				case on:
+					t.Logf("REFRESH: the client's wrong entry for %s named the holder %s %v after it was set (refresh every %v)", v, f.Holders[v].Name, at.Round(time.Millisecond), refresh)
+				case ok:
+					t.Errorf("with the refresh off, the client's entry for %s named the holder %v after it was set: something else announces", v, at.Round(time.Millisecond))
+				default:
+					t.Logf("REFRESH off: the client's entry for %s still names the wrong node %v after it was set", v, watch)
+				}
+			}
+		})
 	}
 }

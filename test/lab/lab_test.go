@@ -458,3 +458,61 @@ func TestCutVRRP(t *testing.T) {
 	}
 	check("healed at once", true, true)
 }
+
+// TestTCPProbe connects from the client to a node's listener that goes
+// away for 300 ms: the probe sees an outage about that long, the target
+// reachable again afterwards, and a port nobody listens on never
+// reachable.
+func TestTCPProbe(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := c.Nodes[0]
+	listen := func() net.Listener {
+		var ln net.Listener
+		if err := InNetns(n.Netns, func() error {
+			var err error
+			ln, err = net.Listen("tcp", netip.AddrPortFrom(n.Addr4, 9000).String())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		}()
+		return ln
+	}
+	ln := listen()
+	targets := []netip.AddrPort{netip.AddrPortFrom(n.Addr4, 9000), netip.AddrPortFrom(n.Addr6, 9001)}
+	p, err := c.ProbeTCP(targets, 10*time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	wait.For(t, "the listener reachable", func() bool { _, ok := p.Reachable(0); return ok })
+	ln.Close()
+	gone := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	ln = listen()
+	defer ln.Close()
+	if err := p.WaitSteady(ctx, 200*time.Millisecond, time.Second); err == nil {
+		t.Error("WaitSteady passed with a target nobody listens on")
+	}
+	if _, ok := p.Reachable(0); !ok {
+		t.Error("the listener is back, the probe does not reach it")
+	}
+	if _, ok := p.Reachable(1); ok {
+		t.Error("a port nobody listens on is reachable")
+	}
+	out := p.Outage(0, gone)
+	t.Logf("outage of a listener closed for 300 ms: %v", out)
+	if out < 250*time.Millisecond || out > time.Second {
+		t.Errorf("outage %v, want about 300 ms", out)
+	}
+}

@@ -17,7 +17,7 @@ import (
 // holder's gratuitous ARP the client never got is unreachable, however
 // healthy VRRP is.
 type TCPProbe struct {
-	c        *Cluster
+	sockets  *socketMaker
 	targets  []netip.AddrPort
 	interval time.Duration
 	deadline time.Duration
@@ -33,11 +33,15 @@ type TCPProbe struct {
 // ProbeTCP starts probing targets (IP literals and ports) from the client
 // namespace every interval; an attempt that has not connected after
 // deadline fails. Stop ends it.
-func (c *Cluster) ProbeTCP(targets []netip.AddrPort, interval, deadline time.Duration) *TCPProbe {
-	p := &TCPProbe{c: c, targets: targets, interval: interval, deadline: deadline,
+func (c *Cluster) ProbeTCP(targets []netip.AddrPort, interval, deadline time.Duration) (*TCPProbe, error) {
+	m, err := newSocketMaker(c.Client.Netns)
+	if err != nil {
+		return nil, err
+	}
+	p := &TCPProbe{sockets: m, targets: targets, interval: interval, deadline: deadline,
 		sent: make([][]time.Time, len(targets)), ok: make([][]bool, len(targets)), stop: make(chan struct{})}
 	p.loop.Go(p.run)
-	return p
+	return p, nil
 }
 
 func (p *TCPProbe) run() {
@@ -61,13 +65,12 @@ func (p *TCPProbe) run() {
 }
 
 func (p *TCPProbe) try(i, seq int) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.deadline)
-	defer cancel()
-	conn, err := p.c.Client.Dial(ctx, "tcp", p.targets[i].String())
-	if err != nil {
+	p.mu.Lock()
+	deadline := p.sent[i][seq].Add(p.deadline)
+	p.mu.Unlock()
+	if err := p.sockets.connect(p.targets[i], deadline); err != nil {
 		return
 	}
-	conn.Close()
 	p.mu.Lock()
 	p.ok[i][seq] = true
 	p.mu.Unlock()
@@ -77,11 +80,13 @@ func (p *TCPProbe) try(i, seq int) {
 func (p *TCPProbe) Stop() {
 	select {
 	case <-p.stop:
+		return
 	default:
 		close(p.stop)
 	}
 	p.loop.Wait()
 	p.tries.Wait()
+	p.sockets.close()
 }
 
 // Outage returns target i's longest run without a connection among the
