@@ -331,10 +331,22 @@ func TestNDPClaims(t *testing.T) {
 }
 
 // TestARPFilter runs the kernel's filter of the ARP socket in x/net/bpf's
-// virtual machine: replies, announcements and probes pass, ordinary
-// requests do not.
+// virtual machine: replies, announcements and probes for a VIP this node
+// holds pass; ordinary requests and probes for other addresses do not.
 func TestARPFilter(t *testing.T) {
-	vm, err := bpf.NewVM(arpProgram)
+	held := addrs("192.0.2.101", "192.0.2.100", "2001:db8::100")
+	for i := range 250 {
+		held = append(held, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
+	}
+	vm, err := bpf.NewVM(arpProgram(held))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := arpProbe(macB, netip.MustParseAddr("192.0.2.102"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := arpProbe(macB, netip.MustParseAddr("198.51.100.249"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +361,9 @@ func TestARPFilter(t *testing.T) {
 		pass  bool
 	}{
 		{"reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.100", macA, "0.0.0.0"), true},
-		{"probe", probe, true},
+		{"probe for a held VIP", probe, true},
+		{"probe for the last held VIP", last, true},
+		{"probe for another address", other, false},
 		{"ordinary reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.12", macA, "192.0.2.11"), true},
 		{"gratuitous request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.100", zero, "192.0.2.100"), true},
 		{"ordinary request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.12", zero, "192.0.2.100"), false},

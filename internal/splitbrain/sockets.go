@@ -2,9 +2,11 @@ package splitbrain
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"syscall"
 
 	"github.com/mdlayher/packet"
@@ -77,7 +79,7 @@ func openSockets(ifi *net.Interface, expect map[key]expectation) (sockets, []err
 		errs = append(errs, fmt.Errorf("%s on %s: %w (needs CAP_NET_RAW)", what, ifi.Name, err))
 	}
 	if v4 {
-		if s.arp, err = listenPacket(ifi, unix.ETH_P_ARP, arpFilter); err != nil {
+		if s.arp, err = listenPacket(ifi, unix.ETH_P_ARP, mustAssemble(arpProgram(nil))); err != nil {
 			fail("ARP socket for duplicate IPv4 VIP detection", err)
 		}
 		if s.vrrp4, err = listenVRRP(ifi, expect, false); err != nil {
@@ -112,24 +114,39 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 // arpProgram passes the ARP frames that claim an address for their
 // sender: replies (to this node's probes, among others), announcements
 // (sender address = target address: the gratuitous ARP keepalived sends as
-// it takes a VIP) and probes (sender address 0.0.0.0: another guard that
-// holds the address or has just removed it as a stray, a host about to
-// take it). Ordinary requests, the bulk of ARP on a busy network, never
-// leave the kernel; probes are few (a guard sends at most ten a second);
-// in a conflict, each holder's probe draws the other's reply.
-var arpProgram = []bpf.Instruction{
+// it takes a VIP), and probes (sender address 0.0.0.0) for one of held,
+// the IPv4 VIPs this node holds: another host about to take one, or
+// holding it and checking, or a guard that has just removed it as a stray.
+// Ordinary requests, the bulk of ARP on a busy network, and the other
+// nodes' probes for the VIPs they hold never leave the kernel; the guard
+// attaches a new program whenever the VIPs it holds change. In a conflict,
+// each holder's probe draws the other's reply.
+func arpProgram(held []netip.Addr) []bpf.Instruction {
+	a := newAsm()
 	// The operation, after the Ethernet header and 6 bytes of ARP.
-	bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 6},
-	// A request whose sender's protocol address equals its target's, or
-	// is 0.0.0.0.
-	bpf.LoadAbsolute{Off: 14 + 24, Size: 4},
-	bpf.TAX{},
-	bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
-	bpf.JumpIfX{Cond: bpf.JumpEqual, SkipTrue: 2},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1},
-	bpf.RetConstant{Val: 0},
-	bpf.RetConstant{Val: 0xffff},
+	a.add(bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: arpReply, SkipTrue: 1})
+	a.jump("accept")
+	// The sender's protocol address against the target's, and against
+	// 0.0.0.0.
+	a.add(bpf.LoadAbsolute{Off: 14 + 24, Size: 4}, bpf.TAX{}, bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
+		bpf.JumpIfX{Cond: bpf.JumpNotEqual, SkipTrue: 1})
+	a.jump("accept")
+	a.add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1})
+	a.jump("drop")
+	a.add(bpf.TXA{})
+	for _, v := range held {
+		if !v.Is4() {
+			continue
+		}
+		a.add(bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: binary.BigEndian.Uint32(v.AsSlice()), SkipTrue: 1})
+		a.jump("accept")
+	}
+	a.label("drop")
+	a.add(bpf.RetConstant{Val: 0})
+	a.label("accept")
+	a.add(bpf.RetConstant{Val: acceptLen})
+	return a.done()
 }
 
 // ndpProgram passes, of the ICMPv6 messages that ICMP6_FILTER lets
@@ -150,14 +167,17 @@ var ndpProgram = []bpf.Instruction{
 
 var ndpFilter = mustAssemble(ndpProgram)
 
-var arpFilter = mustAssemble(arpProgram)
-
 func mustAssemble(prog []bpf.Instruction) []bpf.RawInstruction {
 	raw, err := bpf.Assemble(prog)
 	if err != nil {
 		panic(err)
 	}
 	return raw
+}
+
+// filterable is a socket whose kernel filter can be replaced.
+type filterable interface {
+	SetBPF(filter []bpf.RawInstruction) error
 }
 
 // listenIP opens a raw IP socket bound to ifi, so it only sees what arrives

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
 
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
@@ -165,6 +166,9 @@ type Guard struct {
 	// readers to drop claims on VIPs this node does not hold without
 	// waking the loop.
 	held atomic.Pointer[map[netip.Addr]bool]
+	// probeFilter are the IPv4 VIPs whose probes the ARP socket's kernel
+	// filter passes (the held ones at the last listing).
+	probeFilter []netip.Addr
 
 	mu           sync.Mutex
 	conflicts    map[netip.Addr][]net.HardwareAddr
@@ -473,11 +477,37 @@ func (g *Guard) relist(now time.Time) {
 	g.report(ended)
 	g.stray.setHeld(now, held)
 	g.contest.setHeld(held)
+	g.filterProbes(held)
 	on := make(map[netip.Addr]bool, len(held))
 	for _, v := range held {
 		on[v] = true
 	}
 	g.held.Store(&on)
+}
+
+// filterProbes has the ARP socket's kernel filter pass the probes for the
+// IPv4 VIPs in held, and no others, when that set changed.
+func (g *Guard) filterProbes(held []netip.Addr) {
+	var v4 []netip.Addr
+	for _, v := range held {
+		if v.Is4() {
+			v4 = append(v4, v)
+		}
+	}
+	slices.SortFunc(v4, netip.Addr.Compare)
+	s, ok := g.socks.arp.(filterable)
+	if !ok || slices.Equal(v4, g.probeFilter) {
+		return
+	}
+	raw, err := bpf.Assemble(arpProgram(v4))
+	if err == nil {
+		err = s.SetBPF(raw)
+	}
+	if err != nil {
+		g.log.Warn("updating the ARP socket's filter: probes for the VIPs this node holds go unseen", "interface", g.iface, "error", err)
+		return
+	}
+	g.probeFilter = v4
 }
 
 // send sends the probes of vips to every host.
