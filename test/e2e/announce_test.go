@@ -272,6 +272,13 @@ func TestGARPRefresh(t *testing.T) {
 					t.Fatalf("%s: keepalived.conf has vrrp_garp_master_refresh 3: %v, want %v", p.Node().Name, got, on)
 				}
 			}
+			// A new master announces its VIPs again 5 s after it took
+			// them (keepalived's vrrp_garp_master_delay), and the guard
+			// after a startup overlap: both are over before the entries
+			// go wrong.
+			if err := sleepCtx(s.ctx, 6*time.Second); err != nil {
+				t.Fatal(err)
+			}
 			wrong := map[netip.Addr]string{}
 			for _, v := range vips {
 				other := others(s.c, f.Holders[v])[0]
