@@ -211,9 +211,6 @@ func Open(o Options) (*Guard, error) {
 		log.Warn("split-brain detection works without this socket", "error", err)
 	}
 	g, err := newGuard(o, &ifi, notify, socks, defaultTiming(o.Plan.Config.AdvertInterval))
-	if err == nil {
-		g.sysctl = "/proc/sys"
-	}
 	if err != nil {
 		if notify != nil {
 			notify.Close()
@@ -221,6 +218,7 @@ func Open(o Options) (*Guard, error) {
 		socks.close()
 		return nil, err
 	}
+	g.sysctl = "/proc/sys"
 	return g, nil
 }
 
