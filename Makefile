@@ -52,7 +52,7 @@ demo: deps
 	$(GO) run ./cmd/demo
 
 bench: deps
-	$(GO) run ./cmd/bench
+	$(GO) run ./cmd/bench -image $(IMAGE)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
