@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/lab"
@@ -57,7 +56,7 @@ func (d *demo) partitionHeals(ctx context.Context) error {
 		return err
 	}
 	var during holders
-	if err := d.watch(ctx, 30*time.Second, func(h holders) bool {
+	if err := d.watch(ctx, func(h holders) bool {
 		during = h
 		for _, v := range d.vips {
 			if len(h[v]) != 2 {
@@ -122,18 +121,16 @@ func (d *demo) partitionHeals(ctx context.Context) error {
 // whose MAC it names.
 func (d *demo) neighbours(ctx context.Context, macs map[string]*lab.Node) error {
 	for _, v := range d.vips {
-		out, err := d.c.Client.Exec(ctx, "ip", "neigh", "show", v.String(), "dev", lab.Link)
+		mac, err := d.c.Client.NeighbourMAC(ctx, v)
 		if err != nil {
 			return err
 		}
-		name, f := "none", strings.Fields(string(out))
-		for i := range f {
-			if f[i] == "lladdr" && i+1 < len(f) {
-				name = f[i+1]
-				if n := macs[f[i+1]]; n != nil {
-					name += " (" + n.Name + ")"
-				}
-			}
+		name := mac
+		switch {
+		case mac == "":
+			name = "none"
+		case macs[mac] != nil:
+			name += " (" + macs[mac].Name + ")"
 		}
 		d.say("    %-12s -> %s", v, name)
 	}

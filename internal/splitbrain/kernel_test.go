@@ -64,6 +64,17 @@ func newPair(t *testing.T) *pair {
 	return p
 }
 
+// bothHold puts 192.0.2.100 and 2001:db8::100 on both sides, a split
+// brain, and runs a guard for them in the node.
+func (p *pair) bothHold(t *testing.T) (*Guard, *syncbuf.Buffer) {
+	t.Helper()
+	for _, ns := range []string{p.node, p.peer} {
+		nstest.IP(t, ns, "addr", "add", "192.0.2.100/32", "dev", "eth0")
+		nstest.IP(t, ns, "addr", "add", "2001:db8::100/128", "dev", "eth0", "nodad")
+	}
+	return p.guard(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})
+}
+
 func run(t *testing.T, argv ...string) {
 	t.Helper()
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
@@ -133,11 +144,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) time.Duration {
 func TestKernelDuplicates(t *testing.T) {
 	p := newPair(t)
 	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100")
-	for _, ns := range []string{p.node, p.peer} {
-		nstest.IP(t, ns, "addr", "add", "192.0.2.100/32", "dev", "eth0")
-		nstest.IP(t, ns, "addr", "add", "2001:db8::100/128", "dev", "eth0", "nodad")
-	}
-	g, logs := p.guard(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})
+	g, logs := p.bothHold(t)
 	took := waitUntil(t, "both conflicts", func() bool {
 		d := g.Snapshot().Duplicates
 		return len(d[v4]) == 1 && len(d[v6]) == 1
@@ -374,11 +381,7 @@ func linkLocal(ns string) (netip.Addr, error) {
 func TestKernelAnnounces(t *testing.T) {
 	p := newPair(t)
 	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100")
-	for _, ns := range []string{p.node, p.peer} {
-		nstest.IP(t, ns, "addr", "add", "192.0.2.100/32", "dev", "eth0")
-		nstest.IP(t, ns, "addr", "add", "2001:db8::100/128", "dev", "eth0", "nodad")
-	}
-	g, logs := p.guard(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})
+	g, logs := p.bothHold(t)
 	nodeMAC, err := p.nl.Interface("eth0")
 	if err != nil {
 		t.Fatal(err)

@@ -176,20 +176,28 @@ func TestARPProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	arp := broadcastARP(t, frame, macA)
+	if arp.Operation != layers.ARPRequest || net.IP(arp.SourceProtAddress).String() != "0.0.0.0" ||
+		net.HardwareAddr(arp.SourceHwAddress).String() != macA.String() || net.IP(arp.DstProtAddress).String() != vip.String() ||
+		net.HardwareAddr(arp.DstHwAddress).String() != "00:00:00:00:00:00" {
+		t.Errorf("ARP %+v, want a request from 0.0.0.0 %s for %s", arp, macA, vip)
+	}
+}
+
+// broadcastARP decodes frame with gopacket: an ARP frame from mac to
+// every host.
+func broadcastARP(t *testing.T, frame []byte, mac net.HardwareAddr) *layers.ARP {
+	t.Helper()
 	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
 	eth, _ := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
 	arp, _ := p.Layer(layers.LayerTypeARP).(*layers.ARP)
 	if eth == nil || arp == nil {
 		t.Fatalf("not Ethernet and ARP: %v", p)
 	}
-	if eth.DstMAC.String() != "ff:ff:ff:ff:ff:ff" || eth.SrcMAC.String() != macA.String() {
-		t.Errorf("Ethernet %s -> %s, want %s -> broadcast", eth.SrcMAC, eth.DstMAC, macA)
+	if eth.DstMAC.String() != "ff:ff:ff:ff:ff:ff" || eth.SrcMAC.String() != mac.String() {
+		t.Errorf("Ethernet %s -> %s, want %s -> broadcast", eth.SrcMAC, eth.DstMAC, mac)
 	}
-	if arp.Operation != layers.ARPRequest || net.IP(arp.SourceProtAddress).String() != "0.0.0.0" ||
-		net.HardwareAddr(arp.SourceHwAddress).String() != macA.String() || net.IP(arp.DstProtAddress).String() != vip.String() ||
-		net.HardwareAddr(arp.DstHwAddress).String() != "00:00:00:00:00:00" {
-		t.Errorf("ARP %+v, want a request from 0.0.0.0 %s for %s", arp, macA, vip)
-	}
+	return arp
 }
 
 func arpFrame(t *testing.T, op uint16, sha net.HardwareAddr, spa string, tha net.HardwareAddr, tpa string) []byte {
@@ -338,10 +346,6 @@ func TestARPFilter(t *testing.T) {
 	for i := range 250 {
 		held = append(held, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
 	}
-	vm, err := bpf.NewVM(arpProgram(held))
-	if err != nil {
-		t.Fatal(err)
-	}
 	other, err := arpProbe(macB, netip.MustParseAddr("192.0.2.102"))
 	if err != nil {
 		t.Fatal(err)
@@ -355,11 +359,7 @@ func TestARPFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name  string
-		frame []byte
-		pass  bool
-	}{
+	tests := []filterCase{
 		{"reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.100", macA, "0.0.0.0"), true},
 		{"probe for a held VIP", probe, true},
 		{"probe for the last held VIP", last, true},
@@ -368,14 +368,23 @@ func TestARPFilter(t *testing.T) {
 		{"gratuitous request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.100", zero, "192.0.2.100"), true},
 		{"ordinary request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.12", zero, "192.0.2.100"), false},
 	}
+	filterCases(t, arpProgram(held), tests)
+}
+
+// filterCase is a packet a kernel filter should pass or drop.
+type filterCase struct {
+	name  string
+	frame []byte
+	pass  bool
+}
+
+// filterCases runs each case through prog in x/net/bpf's machine.
+func filterCases(t *testing.T, prog []bpf.Instruction, tests []filterCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := vm.Run(tt.frame)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := n > 0; got != tt.pass {
-				t.Errorf("filter keeps %d bytes: pass = %v, want %v", n, got, tt.pass)
+			if got := runFilter(t, prog, tt.frame); got != tt.pass {
+				t.Errorf("filter passes it: %v, want %v", got, tt.pass)
 			}
 		})
 	}
@@ -385,10 +394,6 @@ func TestARPFilter(t *testing.T) {
 // advertisements and duplicate address detection probes pass, ordinary
 // solicitations (with the sender's link-layer address) do not.
 func TestNDPFilter(t *testing.T) {
-	vm, err := bpf.NewVM(ndpProgram)
-	if err != nil {
-		t.Fatal(err)
-	}
 	probe, _, err := nsProbe(macB, netip.MustParseAddr("2001:db8::100"))
 	if err != nil {
 		t.Fatal(err)
@@ -408,27 +413,13 @@ func TestNDPFilter(t *testing.T) {
 		}
 		return buf.Bytes()
 	}()
-	tests := []struct {
-		name string
-		msg  []byte
-		pass bool
-	}{
+	tests := []filterCase{
 		{"advertisement", naMessage(t, "2001:db8::100", layers.ICMPv6Options{{Type: layers.ICMPv6OptTargetAddress, Data: macB}}), true},
 		{"duplicate address detection probe", probe[14+40:], true},
 		{"a client resolving a VIP", resolve, false},
 		{"an echo request", []byte{128, 0, 0, 0, 0, 1, 0, 1}, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n, err := vm.Run(tt.msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := n > 0; got != tt.pass {
-				t.Errorf("filter keeps %d bytes: pass = %v, want %v", n, got, tt.pass)
-			}
-		})
-	}
+	filterCases(t, ndpProgram, tests)
 }
 
 // TestNDPClaimsFrom: a duplicate address detection probe (a solicitation
@@ -472,15 +463,7 @@ func TestARPAnnouncement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
-	eth, _ := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
-	arp, _ := p.Layer(layers.LayerTypeARP).(*layers.ARP)
-	if eth == nil || arp == nil {
-		t.Fatalf("not Ethernet and ARP: %v", p)
-	}
-	if eth.DstMAC.String() != "ff:ff:ff:ff:ff:ff" || eth.SrcMAC.String() != macA.String() {
-		t.Errorf("Ethernet %s -> %s, want %s -> broadcast", eth.SrcMAC, eth.DstMAC, macA)
-	}
+	arp := broadcastARP(t, frame, macA)
 	if arp.Operation != layers.ARPRequest || net.IP(arp.SourceProtAddress).String() != vip.String() ||
 		net.HardwareAddr(arp.SourceHwAddress).String() != macA.String() || net.IP(arp.DstProtAddress).String() != vip.String() {
 		t.Errorf("ARP %+v, want a request from %s %s for itself", arp, vip, macA)

@@ -183,7 +183,7 @@ func healedPartitions(t *testing.T, s *scenario, rng *rand.Rand, rounds int) {
 		// sends to the holder itself, not through a node that gave the
 		// VIP up (which, routing, would forward and hide it).
 		for _, v := range vips {
-			mac, err := neighbour(s.ctx, s.c.Client, v)
+			mac, err := s.c.Client.NeighbourMAC(s.ctx, v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,22 +216,6 @@ func vipsOf(m lab.HolderMap, n *lab.Node) string {
 		}
 	}
 	return strings.Join(out, " ")
-}
-
-// neighbour returns the MAC of node's neighbour entry for addr ("" when it
-// has none).
-func neighbour(ctx context.Context, node *lab.Node, addr netip.Addr) (string, error) {
-	out, err := node.Exec(ctx, "ip", "neigh", "show", addr.String(), "dev", lab.Link)
-	if err != nil {
-		return "", err
-	}
-	f := strings.Fields(string(out))
-	for i := range f {
-		if f[i] == "lladdr" && i+1 < len(f) {
-			return f[i+1], nil
-		}
-	}
-	return "", nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -301,7 +285,7 @@ func TestGARPRefresh(t *testing.T) {
 					if _, ok := learnt[v]; ok {
 						continue
 					}
-					mac, err := neighbour(s.ctx, s.c.Client, v)
+					mac, err := s.c.Client.NeighbourMAC(s.ctx, v)
 					if err != nil {
 						t.Fatal(err)
 					}

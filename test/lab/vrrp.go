@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,22 @@ func (n *Node) HealVRRP(ctx context.Context, d Direction) error {
 	}
 	n.cluster.log.Info("VRRP healed", "node", n.Name, "direction", d.String())
 	return nil
+}
+
+// NeighbourMAC returns the MAC of the node's neighbour entry for addr on
+// eth0 ("" when it has none): where it sends packets for addr.
+func (n *Node) NeighbourMAC(ctx context.Context, addr netip.Addr) (string, error) {
+	out, err := n.Exec(ctx, "ip", "neigh", "show", addr.String(), "dev", Link)
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(string(out))
+	for i := range f {
+		if f[i] == "lladdr" && i+1 < len(f) {
+			return f[i+1], nil
+		}
+	}
+	return "", nil
 }
 
 // MAC returns the Ethernet address of the node's eth0.
