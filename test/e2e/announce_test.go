@@ -24,8 +24,9 @@ import (
 // its VIP yields without it hearing). The client must reach every VIP
 // again soon after, and end up sending to each VIP's holder itself.
 //
-// IPFAILOVER_E2E_PARTITIONS sets the number of partitions per scenario (4
-// unless set) and IPFAILOVER_E2E_SEED the seed that picks the cut node,
+// IPFAILOVER_E2E_PARTITIONS sets the number of partitions of the multicast
+// scenarios (4 unless set; the unicast one runs one each way) and
+// IPFAILOVER_E2E_SEED the seed that picks the cut node,
 // the gap between the two directions and the phase of the cut (the time
 // unless set; every run logs it, so a failure can be replayed).
 
@@ -72,22 +73,35 @@ func TestHealedPartition(t *testing.T) {
 		}
 		seed = n
 	}
-	for _, routing := range []bool{false, true} {
-		name := "nodes not routing"
-		if routing {
-			name = "nodes routing"
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Logf("IPFAILOVER_E2E_SEED=%d IPFAILOVER_E2E_PARTITIONS=%d", seed, rounds)
-			s := newScenarioWith(t, lab.Options{Routing: routing}, 2*time.Minute+time.Duration(rounds)*time.Minute)
-			healedPartitions(t, s, rand.New(rand.NewPCG(seed, 0)), rounds)
+	for _, sc := range []struct {
+		name             string
+		routing, unicast bool
+		rounds           int
+	}{
+		{"nodes not routing", false, false, rounds},
+		{"nodes routing", true, false, rounds},
+		// Unicast VRRP: the same mechanisms; one partition each way.
+		{"unicast, nodes not routing", false, true, 2},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Logf("IPFAILOVER_E2E_SEED=%d IPFAILOVER_E2E_PARTITIONS=%d", seed, sc.rounds)
+			s := newScenarioWith(t, lab.Options{Routing: sc.routing}, 2*time.Minute+time.Duration(sc.rounds)*time.Minute)
+			environ := env(vips4Env+","+vips6Env, "OPENSHIFT_HA_REPLICA_COUNT=3")
+			if sc.unicast {
+				var peers []string
+				for _, n := range s.c.Nodes {
+					peers = append(peers, n.Addr4.String(), n.Addr6.String())
+				}
+				environ = append(environ, "OPENSHIFT_HA_UNICAST_PEERS="+strings.Join(peers, ","))
+			}
+			healedPartitions(t, s, environ, rand.New(rand.NewPCG(seed, 0)), sc.rounds)
 		})
 	}
 }
 
-func healedPartitions(t *testing.T, s *scenario, rng *rand.Rand, rounds int) {
+func healedPartitions(t *testing.T, s *scenario, environ []string, rng *rand.Rand, rounds int) {
 	vips := allVIPs
-	s.fleet(env(vips4Env+","+vips6Env, "OPENSHIFT_HA_REPLICA_COUNT=3"), vips)
+	s.fleet(environ, vips)
 	macs := map[string]*lab.Node{}
 	for _, n := range s.c.Nodes {
 		mac, err := n.MAC()
@@ -197,7 +211,7 @@ func healedPartitions(t *testing.T, s *scenario, rng *rand.Rand, rounds int) {
 		}
 		t.Logf("HEALED: %s: longest client outage per VIP after the heal: %s", what, strings.Join(outs, ", "))
 	}
-	t.Logf("HEALED: %d partitions, routing %v: the longest client outage after a heal %v (%s)", rounds, s.c.Routing, worst.Round(time.Millisecond), worstAt)
+	t.Logf("HEALED: %d partitions, %s: the longest client outage after a heal %v (%s)", rounds, t.Name(), worst.Round(time.Millisecond), worstAt)
 }
 
 func direction(d lab.Direction) string {
