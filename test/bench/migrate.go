@@ -3,13 +3,17 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/lab"
+	"github.com/ipfailover/ipfailover/test/shipped"
 )
 
 // The migration rows: a multicast fleet (ipfailover, or keepalived with
@@ -56,8 +60,9 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 		var p *lab.Process
 		var err error
 		if from == fromShipped {
-			check := fmt.Sprintf("%s %s %d", r.script, n.Addr4, MonitorPort)
-			p, err = n.StartKeepalived(ctx, ShippedConf(n.Addr4, vips, len(r.c.Nodes), check), r.prefixed(n, ""))
+			conf := shipped.Conf(shipped.Options{VIPs: vips, Node: n.Addr4, MonitorPort: MonitorPort, ReplicaCount: len(r.c.Nodes),
+				Random: func(int) int { return rand.N(32) }})
+			p, err = n.StartKeepalived(ctx, conf, r.prefixed(n, ""))
 		} else {
 			p, err = n.Start(ctx, []string{r.o.Binary, "run"}, append(Env(), r.o.NodeEnv...), r.prefixed(n, ""))
 		}
@@ -68,7 +73,7 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 	}
 	wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
-	if _, err := r.w.WaitSettled(wctx, r.o.Poll, settle(nil), vips, func() error { return exited(procs) }, func(Snapshot, string) {}); err != nil {
+	if _, err := r.w.WaitSettled(wctx, r.o.Poll, settle(nil), vips, func() error { return exited(slices.Collect(maps.Values(procs))) }, func(Snapshot, string) {}); err != nil {
 		return fmt.Errorf("the multicast fleet: %w", err)
 	}
 
@@ -124,7 +129,7 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 	took := time.Since(began)
 	wctx, cancel = context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
-	if _, err := r.w.WaitSettled(wctx, r.o.Poll, 2*settle(nil), vips, func() error { return exited(procs) }, func(Snapshot, string) {}); err != nil {
+	if _, err := r.w.WaitSettled(wctx, r.o.Poll, 2*settle(nil), vips, func() error { return exited(slices.Collect(maps.Values(procs))) }, func(Snapshot, string) {}); err != nil {
 		return fmt.Errorf("after the migration: %w", err)
 	}
 	gaps := prober.Stop(ctx, 100*time.Millisecond)
@@ -135,16 +140,6 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 		r.add(rowTwice, Sample{Value: split[v]})
 		r.o.Log.Info("migration", "bridge", bridge, "vip", v, "longest_gap", gaps[i].Round(time.Millisecond),
 			"on_two_nodes", split[v].Round(time.Millisecond), "longest_stretch_on_two", longest[v].Round(time.Millisecond), "took", took.Round(time.Millisecond))
-	}
-	return nil
-}
-
-// exited fails when one of procs exited.
-func exited(procs map[*lab.Node]*lab.Process) error {
-	for n, p := range procs {
-		if p.Exited() {
-			return fmt.Errorf("the process on %s exited", n.Name)
-		}
 	}
 	return nil
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfailover/ipfailover/test/bench"
 	"github.com/ipfailover/ipfailover/test/lab"
+	"github.com/ipfailover/ipfailover/test/shipped"
 )
 
 // TestRemoveFailover: after a fleet was killed (VIPs and rules left behind)
@@ -119,14 +119,9 @@ func TestMixedFleet(t *testing.T) {
 	t.Logf("node1 renders:\n%s", rendered)
 
 	oldOut := s.output("shipped keepalived on " + old.Name)
-	// keepalived.conf as the shipped image's generator writes it for node
-	// .13 (slot 13, REPLICA_COUNT 2, so idx 2: VIP_2 is preferred, state
-	// MASTER and priority 255-13; VIP_1 gets 13 mod 64 plus a random part),
-	// with its check, a TCP connect to the node's own address on the port.
-	shippedConf := bench.ShippedConf(old.Addr4, vips, 2, fmt.Sprintf("/bin/bash -c '</dev/tcp/%s/%d'", old.Addr4, monitorPort))
-	kp, err := old.Start(s.ctx, []string{"sh", "-c",
-		`printf '%s' "$CONF" >/etc/keepalived/keepalived.conf && exec keepalived -n -l -D -f /etc/keepalived/keepalived.conf`},
-		[]string{"CONF=" + shippedConf}, oldOut)
+	// The shipped generator's random part of VIP_1's priority, fixed.
+	conf := shipped.Conf(shipped.Options{VIPs: vips, Node: old.Addr4, MonitorPort: monitorPort, Random: func(int) int { return 17 }})
+	kp, err := old.StartKeepalived(s.ctx, conf, oldOut)
 	if err != nil {
 		t.Fatal(err)
 	}

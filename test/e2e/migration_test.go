@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfailover/ipfailover/test/bench"
 	"github.com/ipfailover/ipfailover/test/lab"
+	"github.com/ipfailover/ipfailover/test/shipped"
 )
 
 // TestMulticastBridge: two nodes still run keepalived with the shipped
@@ -19,13 +19,12 @@ import (
 func TestMulticastBridge(t *testing.T) {
 	s := newScenario(t)
 	unicast := s.c.Nodes[2]
-	shipped := s.c.Nodes[:2]
+	multicast := s.c.Nodes[:2]
 	var outs []*lab.Output
-	for _, n := range shipped {
-		// The check passes: the shipped image's script connects to the
-		// node's port, here /bin/true does.
+	for _, n := range multicast {
 		out := s.output("shipped keepalived " + n.Name)
-		if _, err := n.StartKeepalived(s.ctx, bench.ShippedConf(n.Addr4, vips4, 3, "/bin/true"), out); err != nil {
+		conf := shipped.Conf(shipped.Options{VIPs: vips4, Node: n.Addr4, MonitorPort: monitorPort, ReplicaCount: 3})
+		if _, err := n.StartKeepalived(s.ctx, conf, out); err != nil {
 			t.Fatal(err)
 		}
 		outs = append(outs, out)
