@@ -169,7 +169,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, c: c, svc: map[*lab.Node]*Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}}
+	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}}
 	defer r.close()
 	if r.script, err = writeCheckScript(filepath.Dir(o.Binary)); err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ type runner struct {
 	o       Options
 	c       *lab.Cluster
 	w       *Watcher
-	svc     map[*lab.Node]*Service
+	svc     map[*lab.Node]*lab.Service
 	crashed map[*lab.Node]bool
 	// script is the shipped image's TCP check as a script file.
 	script string
@@ -274,7 +274,7 @@ func (r *runner) services() error {
 		if s := r.svc[n]; s != nil {
 			continue
 		}
-		s, err := ListenIn(n.Netns, netip.AddrPortFrom(n.Addr4, MonitorPort).String())
+		s, err := lab.ListenIn(n.Netns, netip.AddrPortFrom(n.Addr4, MonitorPort).String())
 		if err != nil {
 			return err
 		}
