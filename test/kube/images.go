@@ -119,7 +119,7 @@ func writePauseImage(binary, archive string) error {
 			"size":      manifestSize,
 			"platform":  map[string]string{"architecture": "amd64", "os": "linux"},
 			"annotations": map[string]string{
-				"io.containerd.image.name":         sandboxImage,
+				"io.containerd.image.name":          sandboxImage,
 				"org.opencontainers.image.ref.name": tag,
 			},
 		}},
