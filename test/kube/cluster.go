@@ -247,13 +247,13 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 		return err
 	}
 	cp := c.ControlPlane
-	if err := cp.Start(ctx, "etcd"); err != nil {
+	if err := cp.Start(ctx, Etcd); err != nil {
 		return err
 	}
-	if err := c.waitTCP(ctx, cp, "127.0.0.1:2379", "etcd"); err != nil {
+	if err := c.waitTCP(ctx, cp, "127.0.0.1:2379", Etcd); err != nil {
 		return err
 	}
-	if err := cp.Start(ctx, "kube-apiserver"); err != nil {
+	if err := cp.Start(ctx, APIServer); err != nil {
 		return err
 	}
 	if err := c.waitAPI(ctx); err != nil {
@@ -275,7 +275,7 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 		if err := n.podRoutes(ctx); err != nil {
 			return err
 		}
-		if err := n.Start(ctx, "containerd"); err != nil {
+		if err := n.Start(ctx, Containerd); err != nil {
 			return err
 		}
 	}
@@ -300,13 +300,13 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 func (c *Cluster) machines() []*Machine { return append([]*Machine{c.ControlPlane}, c.Nodes...) }
 
 // waitTCP waits until addr accepts connections on the machine.
-func (c *Cluster) waitTCP(ctx context.Context, m *Machine, addr, what string) error {
-	return poll(ctx, time.Minute, what+" listening on "+addr, func() (bool, error) {
+func (c *Cluster) waitTCP(ctx context.Context, m *Machine, addr string, d Daemon) error {
+	return poll(ctx, time.Minute, string(d)+" listening on "+addr, func() (bool, error) {
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		conn, err := m.lab.Dial(dctx, "tcp", addr)
 		if err != nil {
-			return false, c.exited(m, what)
+			return false, c.exited(m, d)
 		}
 		conn.Close()
 		return true, nil
@@ -315,11 +315,11 @@ func (c *Cluster) waitTCP(ctx context.Context, m *Machine, addr, what string) er
 
 // exited is an error when a daemon is no longer running (its log's tail
 // says why), nil while it runs.
-func (c *Cluster) exited(m *Machine, daemon string) error {
-	if _, ok := m.Running(daemon); ok {
+func (c *Cluster) exited(m *Machine, d Daemon) error {
+	if _, ok := m.Running(d); ok {
 		return nil
 	}
-	return fmt.Errorf("%s: %s exited:\n%s", m.Name, daemon, tail(m.Log(daemon), 15))
+	return fmt.Errorf("%s: %s exited:\n%s", m.Name, d, tail(m.Log(d), 15))
 }
 
 // waitAPI waits until the API server answers /readyz.
@@ -329,7 +329,7 @@ func (c *Cluster) waitAPI(ctx context.Context) error {
 		if err == nil && strings.TrimSpace(string(out)) == "ok" {
 			return true, nil
 		}
-		return false, c.exited(c.ControlPlane, "kube-apiserver")
+		return false, c.exited(c.ControlPlane, APIServer)
 	})
 }
 
@@ -339,7 +339,7 @@ func (c *Cluster) waitContainerd(ctx context.Context, n *Machine) error {
 		if _, err := n.Exec(ctx, "ctr", "--address", containerdSocket, "version"); err == nil {
 			return true, nil
 		}
-		return false, c.exited(n, "containerd")
+		return false, c.exited(n, Containerd)
 	})
 }
 
@@ -352,7 +352,7 @@ func (c *Cluster) WaitNodesReady(ctx context.Context) error {
 		}
 		for _, n := range c.Nodes {
 			if !nodes[n.Name] {
-				return false, c.exited(n, "kubelet")
+				return false, c.exited(n, Kubelet)
 			}
 		}
 		return true, nil
@@ -389,22 +389,32 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// detach starts argv in a cgroup, detached from the calling process (its
+// daemonProcess is a program of the cluster that runs detached.
+type daemonProcess struct {
+	// cgroup is joined before the program starts.
+	cgroup string
+	// pidFile receives its PID, logFile its output.
+	pidFile, logFile string
+	// argv is the command.
+	argv []string
+}
+
+// detach starts p in its cgroup, detached from the calling process (its
 // own session, no parent-death signal): it runs on when this process
-// exits. Its PID goes to pidFile, its output to logFile.
-func (c *Cluster) detach(ctx context.Context, cgroup, pidFile, logFile string, argv []string) error {
-	procs, err := procsFiles(cgroup)
+// exits.
+func (c *Cluster) detach(ctx context.Context, p daemonProcess) error {
+	procs, err := procsFiles(p.cgroup)
 	if err != nil {
 		return err
 	}
-	out, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
 	// The shell joins the cgroup, then becomes the command: its children
 	// start in the cgroup too.
-	cmd := exec.Command("sh", append([]string{"-c", `for f in $CGROUP_PROCS; do echo $$ >"$f"; done; exec "$@"`, "sh"}, argv...)...)
+	cmd := exec.Command("sh", append([]string{"-c", `for f in $CGROUP_PROCS; do echo $$ >"$f"; done; exec "$@"`, "sh"}, p.argv...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "CGROUP_PROCS=" + strings.Join(procs, " ")}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -412,18 +422,18 @@ func (c *Cluster) detach(ctx context.Context, cgroup, pidFile, logFile string, a
 		return err
 	}
 	pid := cmd.Process.Pid
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(p.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		_ = cmd.Process.Kill()
 		return err
 	}
 	// Once the shell has joined the cgroup, the process is the daemon's
 	// for running() and Down, whatever happens next.
-	err = poll(ctx, 10*time.Second, fmt.Sprintf("pid %d to join cgroup %s", pid, cgroup), func() (bool, error) {
-		if _, ok := c.running(cgroup, pidFile); ok {
+	err = poll(ctx, 10*time.Second, fmt.Sprintf("pid %d to join cgroup %s", pid, p.cgroup), func() (bool, error) {
+		if _, ok := c.running(p.cgroup, p.pidFile); ok {
 			return true, nil
 		}
 		if !alive(pid) {
-			return false, fmt.Errorf("%s exited at once:\n%s", argv[0], tail(logFile, 15))
+			return false, fmt.Errorf("%s exited at once:\n%s", p.argv[0], tail(p.logFile, 15))
 		}
 		return false, nil
 	})

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // The cluster's timing, shorter than Kubernetes' defaults so that a node's
@@ -233,18 +232,18 @@ conntrack:
 	return nil
 }
 
-// argv is a daemon's command line.
-func (m *Machine) argv(daemon string) ([]string, error) {
+// command is a daemon's command line.
+func (m *Machine) command(d Daemon) ([]string, error) {
 	st := m.c.st
 	bin := func(name string) string { return filepath.Join(st.Bin, name) }
 	pki := func(file string) string { return filepath.Join(st.Dir, "pki", file) }
-	switch daemon {
-	case "etcd":
+	switch d {
+	case Etcd:
 		return []string{bin("etcd"), "--name", m.Name, "--data-dir", "/var/lib/etcd",
 			"--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
 			"--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
 			"--initial-cluster", m.Name + "=http://127.0.0.1:2380", "--log-level", "warn", "--logger", "zap"}, nil
-	case "kube-apiserver":
+	case APIServer:
 		return []string{bin("kube-apiserver"),
 			"--advertise-address", m.Addr4.String(), "--secure-port", fmt.Sprint(APIPort),
 			"--etcd-servers", "http://127.0.0.1:2379",
@@ -260,7 +259,7 @@ func (m *Machine) argv(daemon string) ([]string, error) {
 			"--default-not-ready-toleration-seconds", defaultTolerationSecond,
 			"--default-unreachable-toleration-seconds", defaultTolerationSecond,
 			"--profiling=false"}, nil
-	case "kube-controller-manager":
+	case ControllerManager:
 		kc := m.etc("controller-manager.kubeconfig")
 		return []string{bin("kube-controller-manager"),
 			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
@@ -270,18 +269,18 @@ func (m *Machine) argv(daemon string) ([]string, error) {
 			"--use-service-account-credentials",
 			"--node-monitor-grace-period", nodeMonitorGrace, "--node-monitor-period", nodeMonitorPeriod,
 			"--profiling=false"}, nil
-	case "kube-scheduler":
+	case Scheduler:
 		kc := m.etc("scheduler.kubeconfig")
 		return []string{bin("kube-scheduler"),
 			"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 			"--bind-address", "127.0.0.1", "--leader-elect=false", "--profiling=false"}, nil
-	case "containerd":
+	case Containerd:
 		return []string{"containerd", "--config", m.etc("containerd.toml")}, nil
-	case "kubelet":
+	case Kubelet:
 		return []string{bin("kubelet"), "--config", m.etc("kubelet.yaml"), "--kubeconfig", m.etc("kubelet.kubeconfig"),
 			"--hostname-override", m.Name, "--node-ip", m.Addr4.String()}, nil
-	case "kube-proxy":
+	case KubeProxy:
 		return []string{bin("kube-proxy"), "--config", m.etc("kube-proxy.yaml")}, nil
 	}
-	return nil, fmt.Errorf("%s has no daemon %q (it runs %s)", m.Name, daemon, strings.Join(m.daemons, ", "))
+	return nil, fmt.Errorf("%s has no daemon %q (it runs %v)", m.Name, d, m.daemons)
 }

@@ -37,7 +37,7 @@ func (c *Cluster) startForwarder(ctx context.Context, argv []string) error {
 	}
 	portFile := filepath.Join(dir, "port")
 	cmd := append(append([]string{}, argv...), c.st.Dir)
-	if err := c.detach(ctx, c.forwarderCgroup(), filepath.Join(dir, "pid"), filepath.Join(dir, "log"), cmd); err != nil {
+	if err := c.detach(ctx, daemonProcess{c.forwarderCgroup(), filepath.Join(dir, "pid"), filepath.Join(dir, "log"), cmd}); err != nil {
 		return fmt.Errorf("starting the API forwarder: %w", err)
 	}
 	var port int

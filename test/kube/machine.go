@@ -25,13 +25,27 @@ type Machine struct {
 	c   *Cluster
 	lab *lab.Node
 	// daemons are the machine's programs in start order.
-	daemons []string
+	daemons []Daemon
 }
+
+// Daemon names one long-running program of a machine.
+type Daemon string
+
+// The daemons of the control plane and of a node.
+const (
+	Etcd              Daemon = "etcd"
+	APIServer         Daemon = "kube-apiserver"
+	ControllerManager Daemon = "kube-controller-manager"
+	Scheduler         Daemon = "kube-scheduler"
+	Containerd        Daemon = "containerd"
+	Kubelet           Daemon = "kubelet"
+	KubeProxy         Daemon = "kube-proxy"
+)
 
 // The daemons of each kind of machine, in start order.
 var (
-	controlPlaneDaemons = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
-	nodeDaemons         = []string{"containerd", "kubelet", "kube-proxy"}
+	controlPlaneDaemons = []Daemon{Etcd, APIServer, ControllerManager, Scheduler}
+	nodeDaemons         = []Daemon{Containerd, Kubelet, KubeProxy}
 )
 
 // Lab returns the machine's lab node: Exec, Dial, Addrs, BlockVRRP...
@@ -43,12 +57,12 @@ func (m *Machine) Lab() *lab.Node { return m.lab }
 func (m *Machine) Dir() string { return filepath.Join(m.c.st.Dir, m.Name) }
 
 // Log is the path of a daemon's log (stdout and stderr).
-func (m *Machine) Log(daemon string) string { return filepath.Join(m.Dir(), "logs", daemon+".log") }
+func (m *Machine) Log(d Daemon) string { return filepath.Join(m.Dir(), "logs", string(d)+".log") }
 
 func (m *Machine) etc(file string) string { return filepath.Join(m.Dir(), "etc", file) }
 
-func (m *Machine) pidFile(daemon string) string {
-	return filepath.Join(m.Dir(), "pids", daemon+".pid")
+func (m *Machine) pidFile(d Daemon) string {
+	return filepath.Join(m.Dir(), "pids", string(d)+".pid")
 }
 
 // cgroup is the machine's cgroup path (in every hierarchy).
@@ -95,8 +109,8 @@ while [ $# -gt 1 ]; do mount --bind "$1" "$2"; shift 2; done`
 		argv = append(argv, filepath.Join(m.Dir(), d.dir), d.mount)
 	}
 	argv = append(argv, m.etc("hosts"), "/etc/hosts")
-	if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: making its namespaces: %w: %s", m.Name, err, strings.TrimSpace(string(out)))
+	if _, err := run(ctx, argv); err != nil {
+		return fmt.Errorf("%s: making its namespaces: %w", m.Name, err)
 	}
 	return nil
 }
@@ -127,7 +141,7 @@ func (m *Machine) unmountNamespaces() error {
 // Start starts the named daemons (all of the machine's when none are
 // named), in the machine's namespaces and cgroup, detached: they outlive
 // the calling process. A daemon already running is left alone.
-func (m *Machine) Start(ctx context.Context, daemons ...string) error {
+func (m *Machine) Start(ctx context.Context, daemons ...Daemon) error {
 	if len(daemons) == 0 {
 		daemons = m.daemons
 	}
@@ -135,11 +149,11 @@ func (m *Machine) Start(ctx context.Context, daemons ...string) error {
 		if _, ok := m.Running(d); ok {
 			continue
 		}
-		argv, err := m.argv(d)
+		cmd, err := m.command(d)
 		if err != nil {
 			return err
 		}
-		if err := m.c.detach(ctx, m.cgroup(), m.pidFile(d), m.Log(d), m.enter(argv)); err != nil {
+		if err := m.c.detach(ctx, daemonProcess{m.cgroup(), m.pidFile(d), m.Log(d), m.enter(cmd)}); err != nil {
 			return fmt.Errorf("%s: starting %s: %w", m.Name, d, err)
 		}
 		m.c.log.Info("started", "machine", m.Name, "daemon", d)
@@ -149,40 +163,48 @@ func (m *Machine) Start(ctx context.Context, daemons ...string) error {
 
 // enter prefixes argv with the nsenter that puts it in the machine's
 // network, mount and UTS namespaces.
-func (m *Machine) enter(argv []string) []string {
-	return append([]string{"nsenter", "--net=/run/netns/" + m.Netns, "--mount=" + m.mountNS(), "--uts=" + m.utsNS(), "--"}, argv...)
+func (m *Machine) enter(cmd []string) []string {
+	return append([]string{"nsenter", "--net=/run/netns/" + m.Netns, "--mount=" + m.mountNS(), "--uts=" + m.utsNS(), "--"}, cmd...)
 }
 
 // Exec runs a one-off command on the machine as its daemons see it (its
 // network, mounts and hostname) and returns its combined output.
 func (m *Machine) Exec(ctx context.Context, argv ...string) ([]byte, error) {
-	full := m.enter(argv)
-	out, err := exec.CommandContext(ctx, full[0], full[1:]...).CombinedOutput()
+	out, err := run(ctx, append([]string{"nsenter", "--net=/run/netns/" + m.Netns, "--mount=" + m.mountNS(), "--uts=" + m.utsNS(), "--"}, argv...))
 	if err != nil {
-		return out, fmt.Errorf("%s: %s: %w: %s", m.Name, strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+		return out, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	return out, nil
+}
+
+// run runs a command and returns its combined output; an error quotes it.
+func run(ctx context.Context, argv []string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
 	}
 	return out, nil
 }
 
 // Running returns the PID of a daemon that runs.
-func (m *Machine) Running(daemon string) (int, bool) {
-	return m.c.running(m.cgroup(), m.pidFile(daemon))
+func (m *Machine) Running(d Daemon) (int, bool) {
+	return m.c.running(m.cgroup(), m.pidFile(d))
 }
 
 // Kill sends SIGKILL to the named daemons (all when none are named) and
 // waits until they are gone. What they started (a kubelet's containers, a
 // containerd's shims) stays.
-func (m *Machine) Kill(ctx context.Context, daemons ...string) error {
+func (m *Machine) Kill(ctx context.Context, daemons ...Daemon) error {
 	return m.signal(ctx, syscall.SIGKILL, daemons)
 }
 
 // Stop sends SIGTERM to the named daemons (all when none are named), in
 // reverse start order, and waits until each is gone; SIGKILL after 30 s.
-func (m *Machine) Stop(ctx context.Context, daemons ...string) error {
+func (m *Machine) Stop(ctx context.Context, daemons ...Daemon) error {
 	return m.signal(ctx, syscall.SIGTERM, daemons)
 }
 
-func (m *Machine) signal(ctx context.Context, sig syscall.Signal, daemons []string) error {
+func (m *Machine) signal(ctx context.Context, sig syscall.Signal, daemons []Daemon) error {
 	if len(daemons) == 0 {
 		for i := len(m.daemons) - 1; i >= 0; i-- {
 			daemons = append(daemons, m.daemons[i])
