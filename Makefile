@@ -97,7 +97,8 @@ image-test: image
 # grow). A machine's first build takes about 10 minutes and 3 GB on 2 cores
 # (4 GB of build cache); after that a few seconds. etcd is unpacked from
 # Debian's etcd-server (installing it would start a service), the pause
-# binary compiled from the pause.c inside the Kubernetes module.
+# binary compiled from the pause.c inside the Kubernetes module (its version,
+# 3.10.2, is the pause image tag test/kube imports: sandboxImage).
 KUBE_MOD     := test/kube/k8s
 KUBE_BIN     := bin/kube
 KUBE_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|p' $(KUBE_MOD)/go.mod)
@@ -119,7 +120,7 @@ $(KUBE_BIN)/etcd:
 
 $(KUBE_BIN)/pause: $(KUBE_MOD)/go.mod
 	@mkdir -p $(KUBE_BIN)
-	gcc -Os -Wall -Werror -static -DVERSION=$(KUBE_VERSION) -o $@ \
+	gcc -Os -Wall -Werror -static -DVERSION=v3.10.2 -o $@ \
 	  "$$(cd $(KUBE_MOD) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
 
 $(KUBELAB): FORCE

@@ -138,12 +138,22 @@ func (st *State) write() error {
 }
 
 // DefaultDir is where make kube-up keeps the cluster: out/kube in the
-// repository, found from the working directory upwards; the environment
-// variable IPFAILOVER_KUBE names another directory.
+// repository; the environment variable IPFAILOVER_KUBE names another
+// directory.
 func DefaultDir() (string, error) {
 	if d := os.Getenv("IPFAILOVER_KUBE"); d != "" {
 		return filepath.Abs(d)
 	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "out", "kube"), nil
+}
+
+// RepoRoot is the repository's top directory (deploy/ is there), found
+// from the working directory upwards.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -151,12 +161,12 @@ func DefaultDir() (string, error) {
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			if _, err := os.Stat(filepath.Join(dir, "cmd", "ipfailover")); err == nil {
-				return filepath.Join(dir, "out", "kube"), nil
+				return dir, nil
 			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("kube: not inside the ipfailover repository: set IPFAILOVER_KUBE to the cluster's directory")
+			return "", errors.New("kube: not inside the ipfailover repository")
 		}
 		dir = parent
 	}
