@@ -49,14 +49,17 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "scrape", "cpu" and "scale" (Scale still gates the last, and the
-	// 254-VIP CPU rows); empty runs all.
+	// "scrape", "cpu", "scale" and "kube" (Scale still gates "scale" and
+	// the 254-VIP CPU rows); empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
 	CPUFor time.Duration
 	// NodeEnv is added to every node's environment (GOGC=50, say, to try
 	// a change without rebuilding).
 	NodeEnv []string
+	// KubeBin holds the Kubernetes binaries (make kube-bins) and Image is
+	// the image (make image) of the "kube" phase.
+	KubeBin, Image string
 }
 
 func (o Options) phase(name string) bool {
@@ -337,6 +340,11 @@ func (r *runner) measure(ctx context.Context) error {
 	if r.o.Scale && r.o.phase("scale") {
 		if err := r.scale(ctx); err != nil {
 			return fmt.Errorf("scale: %w", err)
+		}
+	}
+	if r.o.phase("kube") {
+		if err := r.kube(ctx); err != nil {
+			return fmt.Errorf("kube: %w", err)
 		}
 	}
 	return nil

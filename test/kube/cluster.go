@@ -53,7 +53,13 @@ type Cluster struct {
 	st  *State
 	lab *lab.Cluster
 	log *slog.Logger
+	// imports are how long each node took to import the images (Up).
+	imports []time.Duration
 }
+
+// ImportTimes returns how long each node took to import the images, for a
+// cluster from Up.
+func (c *Cluster) ImportTimes() []time.Duration { return c.imports }
 
 // labOptions is the lab every cluster is built on.
 func labOptions(log *slog.Logger) lab.Options {
@@ -283,9 +289,11 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 		if err := c.waitContainerd(ctx, n); err != nil {
 			return err
 		}
-		if err := n.importImages(ctx, archives); err != nil {
+		took, err := n.importImages(ctx, archives)
+		if err != nil {
 			return err
 		}
+		c.imports = append(c.imports, took)
 		if err := n.Start(ctx); err != nil {
 			return err
 		}

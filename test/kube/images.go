@@ -48,16 +48,18 @@ func (c *Cluster) saveImages(ctx context.Context, images []string) ([]string, er
 	return archives, nil
 }
 
-// importImages imports the archives into the node's containerd.
-func (m *Machine) importImages(ctx context.Context, archives []string) error {
+// importImages imports the archives into the node's containerd and
+// returns how long that took.
+func (m *Machine) importImages(ctx context.Context, archives []string) (time.Duration, error) {
+	all := time.Now()
 	for _, a := range archives {
 		began := time.Now()
 		if _, err := m.Exec(ctx, "ctr", "--address", containerdSocket, "--namespace", "k8s.io", "images", "import", a); err != nil {
-			return err
+			return 0, err
 		}
 		m.c.log.Info("imported", "machine", m.Name, "archive", filepath.Base(a), "took", time.Since(began).Round(time.Millisecond))
 	}
-	return nil
+	return time.Since(all), nil
 }
 
 // writePauseImage packs the pause binary as the image sandboxImage: one
