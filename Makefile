@@ -138,9 +138,9 @@ kube-down: $(KUBELAB)
 # the machine as it found it), then the manifests' scenarios on a cluster
 # from kube-up, which goes away whatever the result.
 kube-test: kube-bins image $(KUBELAB)
-	IPFAILOVER_KUBE_BIN=$(CURDIR)/$(KUBE_BIN) IPFAILOVER_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 10m ./test/kube/
+	IPFAILOVER_KUBE_BIN=$(CURDIR)/$(KUBE_BIN) $(GO) test -count=1 -timeout 10m ./test/kube/
 	$(KUBELAB) up -bin $(KUBE_BIN) -image $(IMAGE)
-	IPFAILOVER_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 30m -v ./test/kubee2e/; \
+	IPFAILOVER_KUBE=$(CURDIR)/out/kube $(GO) test -count=1 -timeout 30m -v ./test/kubee2e/; \
 	  rc=$$?; $(KUBELAB) down; exit $$rc
 
 FORCE:

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -252,6 +253,16 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 	if err := makeCgroup(c.forwarderCgroup()); err != nil {
 		return err
 	}
+	// podman saves the images while the control plane starts.
+	type save struct {
+		archives []string
+		err      error
+	}
+	images := make(chan save, 1)
+	go func() {
+		a, err := c.saveImages(ctx, o.Images)
+		images <- save{a, err}
+	}()
 	cp := c.ControlPlane
 	if err := cp.Start(ctx, Etcd); err != nil {
 		return err
@@ -273,30 +284,33 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	archives, err := c.saveImages(ctx, o.Images)
-	if err != nil {
+	saved := <-images
+	if saved.err != nil {
+		return saved.err
+	}
+	archives := saved.archives
+	// The nodes boot side by side, as machines do; importing the images
+	// is most of it.
+	errs := make([]error, len(c.Nodes))
+	c.imports = make([]time.Duration, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		wg.Go(func() {
+			if errs[i] = n.podRoutes(ctx); errs[i] != nil {
+				return
+			}
+			if errs[i] = n.Start(ctx, Containerd); errs[i] != nil {
+				return
+			}
+			if c.imports[i], errs[i] = n.importImages(ctx, archives); errs[i] != nil {
+				return
+			}
+			errs[i] = n.Start(ctx)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return err
-	}
-	for _, n := range c.Nodes {
-		if err := n.podRoutes(ctx); err != nil {
-			return err
-		}
-		if err := n.Start(ctx, Containerd); err != nil {
-			return err
-		}
-	}
-	for _, n := range c.Nodes {
-		if err := c.waitContainerd(ctx, n); err != nil {
-			return err
-		}
-		took, err := n.importImages(ctx, archives)
-		if err != nil {
-			return err
-		}
-		c.imports = append(c.imports, took)
-		if err := n.Start(ctx); err != nil {
-			return err
-		}
 	}
 	if err := c.WaitNodesReady(ctx); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -236,10 +237,24 @@ func TestUpDownLeavesNothing(t *testing.T) {
 	if pids, err := cgroupPIDs(n.cgroup()); err != nil || len(pids) > 0 {
 		t.Errorf("after Die, %s still has processes %v (%v)", n.Name, pids, err)
 	}
+	booted := time.Now()
 	if err := n.Boot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WaitNodesReady(ctx); err != nil {
+	// The rebooted kubelet reports again.
+	err = poll(ctx, time.Minute, n.Name+"'s kubelet reporting after the boot", func() (bool, error) {
+		var node corev1.Node
+		if err := c.KubectlJSON(ctx, &node, "get", "node", n.Name); err != nil {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.After(booted) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {

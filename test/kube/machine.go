@@ -157,6 +157,12 @@ func (m *Machine) Start(ctx context.Context, daemons ...Daemon) error {
 			return fmt.Errorf("%s: starting %s: %w", m.Name, d, err)
 		}
 		m.c.log.Info("started", "machine", m.Name, "daemon", d)
+		// The kubelet gives up on a runtime that does not answer yet.
+		if d == Containerd {
+			if err := m.c.waitContainerd(ctx, m); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -2,9 +2,14 @@ package kubee2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ipfailover/ipfailover/test/kube"
 )
@@ -50,6 +55,9 @@ func runCleanup(ctx context.Context, t *testing.T, c *kube.Cluster, base string,
 		if len(pods) != len(c.Nodes) || len(nodes) != len(c.Nodes) {
 			t.Errorf("round %d: %d cleanup pods on nodes %v, want one on each of %d", round, len(pods), nodes, len(c.Nodes))
 		}
+		for _, p := range pods {
+			checkExitedSpec(ctx, t, c, p)
+		}
 		if round == 1 {
 			out, err := c.Kubectl(ctx, "-n", kube.Namespace, "logs", "-l", jobLabel, "--prefix", "--tail=-1")
 			if err != nil {
@@ -67,5 +75,53 @@ func runCleanup(ctx context.Context, t *testing.T, c *kube.Cluster, base string,
 			t.Fatal(err)
 		}
 		waitNoPods(ctx, t, c, jobLabel)
+	}
+}
+
+// checkExitedSpec checks the security context of a pod whose container
+// has exited, as containerd handed it to runc: exactly the added
+// capabilities, no_new_privs, a read-only root, a seccomp filter.
+func checkExitedSpec(ctx context.Context, t *testing.T, c *kube.Cluster, p corev1.Pod) {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) == 0 {
+		t.Errorf("%s has no container status", p.Name)
+		return
+	}
+	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	out, err := c.Node(p.Spec.NodeName).Exec(ctx, "ctr", "--address", "/run/containerd/containerd.sock", "--namespace", "k8s.io", "containers", "info", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Spec struct {
+			Process struct {
+				NoNewPrivileges bool `json:"noNewPrivileges"`
+				Capabilities    struct {
+					Effective, Permitted, Bounding []string
+				} `json:"capabilities"`
+			} `json:"process"`
+			Root struct {
+				Readonly bool `json:"readonly"`
+			} `json:"root"`
+			Linux struct {
+				Seccomp *json.RawMessage `json:"seccomp"`
+			} `json:"linux"`
+		} `json:"Spec"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatalf("%s: containers info: %v", p.Name, err)
+	}
+	var want []string
+	for _, cp := range p.Spec.Containers[0].SecurityContext.Capabilities.Add {
+		want = append(want, "CAP_"+string(cp))
+	}
+	caps := info.Spec.Process.Capabilities
+	for name, got := range map[string][]string{"effective": caps.Effective, "permitted": caps.Permitted, "bounding": caps.Bounding} {
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("%s: %s capabilities %v, want %v", p.Name, name, got, want)
+		}
+	}
+	if !info.Spec.Process.NoNewPrivileges || !info.Spec.Root.Readonly || info.Spec.Linux.Seccomp == nil {
+		t.Errorf("%s: no_new_privs %v, read-only root %v, seccomp %v; want all", p.Name, info.Spec.Process.NoNewPrivileges, info.Spec.Root.Readonly, info.Spec.Linux.Seccomp != nil)
 	}
 }
