@@ -62,12 +62,18 @@ func (r *runner) kube(ctx context.Context) error {
 		}
 	}()
 	defer c.Close()
+	var services []*lab.Service
+	defer func() {
+		for _, s := range services {
+			s.Stop()
+		}
+	}()
 	for _, n := range c.Nodes {
 		s, err := lab.ListenIn(n.Netns, fmt.Sprintf("0.0.0.0:%d", MonitorPort))
 		if err != nil {
 			return err
 		}
-		defer s.Stop()
+		services = append(services, s)
 	}
 	k := &kubeRun{r: r, c: c, vips: VIPs(kubeVIPs)}
 	return k.measure(ctx)

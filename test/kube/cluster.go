@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -273,7 +272,7 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 	if err := cp.Start(ctx, APIServer); err != nil {
 		return err
 	}
-	if err := c.waitAPI(ctx); err != nil {
+	if err := c.WaitAPI(ctx); err != nil {
 		return err
 	}
 	if err := cp.Start(ctx); err != nil {
@@ -344,8 +343,8 @@ func (c *Cluster) exited(m *Machine, d Daemon) error {
 	return fmt.Errorf("%s: %s exited:\n%s", m.Name, d, tail(m.Log(d), 15))
 }
 
-// waitAPI waits until the API server answers /readyz.
-func (c *Cluster) waitAPI(ctx context.Context) error {
+// WaitAPI waits until the API server answers /readyz.
+func (c *Cluster) WaitAPI(ctx context.Context) error {
 	return poll(ctx, 2*time.Minute, "the API server ready", func() (bool, error) {
 		out, err := c.Kubectl(ctx, "get", "--raw", "/readyz")
 		if err == nil && strings.TrimSpace(string(out)) == "ok" {
@@ -617,8 +616,3 @@ func unescapeMount(s string) string {
 // containerdSocket is where every node's containerd listens, inside the
 // node's own /run.
 const containerdSocket = "/run/containerd/containerd.sock"
-
-// labDial dials addr from the lab's client namespace.
-func (c *Cluster) labDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	return c.lab.Client.Dial(ctx, network, addr)
-}

@@ -59,7 +59,7 @@ func register(name string) error {
 		if _, err := os.Stat(saved); errors.Is(err, fs.ErrNotExist) {
 			values := map[string]string{}
 			for _, s := range kubeletSysctls {
-				v, err := os.ReadFile(filepath.Join("/proc/sys", s))
+				v, err := os.ReadFile("/proc/sys/" + s)
 				if err != nil {
 					return err
 				}
@@ -104,7 +104,7 @@ func unregister(name string) error {
 				return fmt.Errorf("%s: %w", saved, err)
 			}
 			for s, v := range values {
-				if err := os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644); err != nil {
+				if err := os.WriteFile("/proc/sys/"+s, []byte(v), 0o644); err != nil {
 					return fmt.Errorf("restoring %s: %w", s, err)
 				}
 			}

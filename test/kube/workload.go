@@ -193,7 +193,7 @@ func (c *Cluster) WarningEvents(ctx context.Context, since time.Time) ([]corev1.
 // ProbeDuring runs action while the lab's client probes every target every
 // interval (TCP connects, lab.Prober), then waits for settled to hold
 // (each VIP's holder back in place) and returns each target's longest gap.
-func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, interval time.Duration, action func() error, settled func() error) ([]time.Duration, error) {
+func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, interval time.Duration, action, settled func() error) ([]time.Duration, error) {
 	p := c.lab.NewProber(targets, interval, 10*time.Minute)
 	p.Start()
 	defer p.Stop()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,15 +18,16 @@ import (
 	"github.com/ipfailover/ipfailover/test/lab"
 )
 
-// podsReady waits until the pods matching selector are n, every one Ready
-// and on a node of its own, and returns them.
-func podsReady(ctx context.Context, t *testing.T, c *kube.Cluster, selector string, n int) []corev1.Pod {
+// podsReady waits until every node has one ipfailover pod, Ready, and no
+// other is left, and returns them.
+func podsReady(ctx context.Context, t *testing.T, c *kube.Cluster) []corev1.Pod {
 	t.Helper()
+	n := len(c.Nodes)
 	var pods []corev1.Pod
 	var last string
 	for {
 		var err error
-		pods, err = c.Pods(ctx, selector)
+		pods, err = c.Pods(ctx, podLabel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func podsReady(ctx context.Context, t *testing.T, c *kube.Cluster, selector stri
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting for %d Ready pods %s, one per node: %v; last seen: %s", n, selector, ctx.Err(), last)
+			t.Fatalf("waiting for %d Ready pods %s, one per node: %v; last seen: %s", n, podLabel, ctx.Err(), last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -120,7 +120,7 @@ func checkSecurity(ctx context.Context, t *testing.T, c *kube.Cluster, pods []co
 			want |= 1 << bit
 		}
 		pid := containerPID(ctx, t, c, p)
-		status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+		status, err := os.ReadFile("/proc/" + pid + "/status")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func checkSecurity(ctx context.Context, t *testing.T, c *kube.Cluster, pods []co
 		if got := field("Seccomp"); got != "2" {
 			t.Errorf("%s: Seccomp = %s, want 2: a filter (RuntimeDefault)", p.Name, got)
 		}
-		mounts, err := os.ReadFile(filepath.Join("/proc", pid, "mountinfo"))
+		mounts, err := os.ReadFile("/proc/" + pid + "/mountinfo")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ func TestDaemonSet(t *testing.T) {
 	}
 
 	t.Run("ready, one pod per node, one holder per VIP", func(t *testing.T) {
-		pods := podsReady(ctx, t, c, podLabel, 3)
+		pods := podsReady(ctx, t, c)
 		t.Logf("holders: %s", settled(ctx, t, c, vips))
 		checkSecurity(ctx, t, c, pods)
 		checkLogs(ctx, t, c, pods)
@@ -49,12 +49,12 @@ func TestDaemonSet(t *testing.T) {
 
 	t.Run("delete a holder's pod", func(t *testing.T) {
 		node := settled(ctx, t, c, vips)[vips[0]].Name
-		p := podOn(t, podsReady(ctx, t, c, podLabel, 3), node)
+		p := podOn(t, podsReady(ctx, t, c), node)
 		gaps, err := c.ProbeDuring(ctx, targets(vips), probeEvery, func() error {
 			if err := c.DeletePod(ctx, p.Name); err != nil {
 				return err
 			}
-			podsReady(ctx, t, c, podLabel, 3)
+			podsReady(ctx, t, c)
 			return nil
 		}, func() error {
 			_, err := c.Holders(ctx, vips, quiet)

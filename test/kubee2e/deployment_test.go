@@ -39,7 +39,7 @@ func TestDeployment(t *testing.T) {
 	}
 
 	t.Run("ready, one pod per node, one holder per VIP", func(t *testing.T) {
-		pods := podsReady(ctx, t, c, podLabel, 3)
+		pods := podsReady(ctx, t, c)
 		h := settled(ctx, t, c, vips)
 		t.Logf("holders: %s", h)
 		checkSecurity(ctx, t, c, pods)
@@ -60,18 +60,18 @@ func TestDeployment(t *testing.T) {
 
 	t.Run("rollout restart", func(t *testing.T) {
 		handover(t, "rollout restart", func() error { return c.RolloutRestart(ctx, deployment) })
-		checkLogs(ctx, t, c, podsReady(ctx, t, c, podLabel, 3))
+		checkLogs(ctx, t, c, podsReady(ctx, t, c))
 	})
 
 	t.Run("delete a holder's pod", func(t *testing.T) {
 		h := settled(ctx, t, c, vips)
 		node := h[vips[0]].Name
-		p := podOn(t, podsReady(ctx, t, c, podLabel, 3), node)
+		p := podOn(t, podsReady(ctx, t, c), node)
 		handover(t, "kubectl delete pod on "+node, func() error {
 			if err := c.DeletePod(ctx, p.Name); err != nil {
 				return err
 			}
-			podsReady(ctx, t, c, podLabel, 3)
+			podsReady(ctx, t, c)
 			return nil
 		})
 	})
@@ -92,7 +92,7 @@ func TestDeployment(t *testing.T) {
 			}
 			return c.Uncordon(ctx, node)
 		})
-		podsReady(ctx, t, c, podLabel, 3)
+		podsReady(ctx, t, c)
 	})
 
 	t.Run("service stopped on a holder", func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestDeployment(t *testing.T) {
 		checkNodeByNode(t, seen)
 		h := settled(ctx, t, c, more)
 		t.Logf("holders with the new VIP: %s", h)
-		for _, p := range podsReady(ctx, t, c, podLabel, 3) {
+		for _, p := range podsReady(ctx, t, c) {
 			out, err := c.Kubectl(ctx, "-n", kube.Namespace, "logs", p.Name)
 			if err != nil {
 				t.Fatal(err)
@@ -150,6 +150,36 @@ func TestDeployment(t *testing.T) {
 			if !bytes.Contains(out, []byte("192.0.2.103")) {
 				t.Errorf("%s does not run the new VIP 192.0.2.103:\n%s", p.Name, out)
 			}
+		}
+	})
+
+	t.Run("the API server stops and starts again", func(t *testing.T) {
+		// ipfailover does not talk to the API server: its VIPs stay
+		// where they are while the control plane is away.
+		before := settled(ctx, t, c, vips)
+		gaps, err := c.ProbeDuring(ctx, targets(vips), probeEvery, func() error {
+			if err := c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
+				return err
+			}
+			if _, err := c.Kubectl(ctx, "get", "--raw", "/readyz", "--request-timeout=2s"); err == nil {
+				return fmt.Errorf("the API server still answers after it stopped")
+			}
+			time.Sleep(5 * time.Second)
+			if err := c.ControlPlane.Start(ctx, kube.APIServer); err != nil {
+				return err
+			}
+			return c.WaitAPI(ctx)
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range gaps {
+			if g > handoverBound {
+				t.Errorf("with the API server away, %s was unanswered for %s", vips[i], g.Round(time.Millisecond))
+			}
+		}
+		if after := settled(ctx, t, c, vips); after.String() != before.String() {
+			t.Errorf("the holders moved while the API server was away: %s before, %s after", before, after)
 		}
 	})
 

@@ -64,7 +64,7 @@ func nodeDeath(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.
 		if err := c.WaitNodesReady(ctx); err != nil {
 			return err
 		}
-		podsReady(ctx, t, c, podLabel, 3)
+		podsReady(ctx, t, c)
 		return nil
 	}, func() error {
 		_, err := c.Holders(ctx, vs, quiet)
@@ -122,6 +122,6 @@ func linkCut(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.Ma
 	if err := victim.RestoreLink(ctx); err != nil {
 		t.Fatal(err)
 	}
-	podsReady(ctx, t, c, podLabel, 3)
+	podsReady(ctx, t, c)
 	t.Logf("%s back on the network: holders %s (%s after the cut)", victim.Name, settled(ctx, t, c, vs), time.Since(began).Round(time.Second))
 }

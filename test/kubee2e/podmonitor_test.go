@@ -56,7 +56,7 @@ func TestPodMonitor(t *testing.T) {
 	if err := c.RolloutStatus(ctx, deployment); err != nil {
 		t.Fatal(err)
 	}
-	pods := podsReady(ctx, t, c, podLabel, 3)
+	pods := podsReady(ctx, t, c)
 
 	var pm struct {
 		Spec struct {
