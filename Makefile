@@ -51,8 +51,10 @@ e2e: deps
 demo: deps
 	$(GO) run ./cmd/demo
 
-bench: deps
-	$(GO) run ./cmd/bench
+# bench's kube phase runs the manifests on a real cluster: it needs the
+# Kubernetes binaries and the image.
+bench: deps kube-bins image
+	$(GO) run ./cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
