@@ -205,7 +205,8 @@ func (m *Machine) Kill(ctx context.Context, daemons ...Daemon) error {
 }
 
 // Stop sends SIGTERM to the named daemons (all when none are named), in
-// reverse start order, and waits until each is gone; SIGKILL after 30 s.
+// reverse start order, and waits until each is gone; SIGKILL after
+// stopGrace (a kube-apiserver draining its watches may take longer).
 func (m *Machine) Stop(ctx context.Context, daemons ...Daemon) error {
 	return m.signal(ctx, syscall.SIGTERM, daemons)
 }
@@ -221,13 +222,16 @@ func (m *Machine) signal(ctx context.Context, sig syscall.Signal, daemons []Daem
 		if !ok {
 			continue
 		}
-		if err := stopPID(ctx, pid, sig, 30*time.Second); err != nil {
+		if err := stopPID(ctx, pid, sig, stopGrace); err != nil {
 			return fmt.Errorf("%s: stopping %s: %w", m.Name, d, err)
 		}
 		m.c.log.Info("stopped", "machine", m.Name, "daemon", d, "signal", sig)
 	}
 	return nil
 }
+
+// stopGrace is how long Stop waits for a daemon to exit on SIGTERM.
+const stopGrace = 10 * time.Second
 
 // Die is a machine's sudden death: every process of the machine (daemons,
 // shims, containers) frozen and killed at once, so none sends a goodbye,
