@@ -35,6 +35,11 @@ const (
 	kubeProbe = 10 * time.Millisecond
 	// kubeDeaths bounds the node-death rounds (each about 40 s).
 	kubeDeaths = 3
+	// kubeQuiet is how long the holders must stay put to count as
+	// settled: a restarted node takes its preferred VIPs back about three
+	// advert intervals after its keepalived started, a second or two
+	// after its pod is Ready.
+	kubeQuiet = 4 * time.Second
 )
 
 // kube brings a cluster up, measures the kube rows and removes it.
@@ -102,7 +107,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 	if err := c.RolloutStatus(ctx, "deployment/ipfailover"); err != nil {
 		return err
 	}
-	if _, err := c.Holders(ctx, k.vips, 3*time.Second); err != nil {
+	if _, err := c.Holders(ctx, k.vips, kubeQuiet); err != nil {
 		return err
 	}
 	rss, err := c.ControlPlane.RSS()
@@ -137,15 +142,18 @@ func (k *kubeRun) measure(ctx context.Context) error {
 		if holder, _, err = k.holderPod(ctx); err != nil {
 			return err
 		}
+		// Drained, then back in service: the replacement that waited
+		// Pending runs there again and takes its VIPs back, all of it
+		// under the probes.
 		if err := k.gaps(ctx, rowKubeDrain, func() error {
 			if err := c.Drain(ctx, holder.Name); err != nil {
 				return err
 			}
-			return c.Uncordon(ctx, holder.Name)
+			if err := c.Uncordon(ctx, holder.Name); err != nil {
+				return err
+			}
+			return c.RolloutStatus(ctx, "deployment/ipfailover")
 		}); err != nil {
-			return err
-		}
-		if err := c.RolloutStatus(ctx, "deployment/ipfailover"); err != nil {
 			return err
 		}
 	}
@@ -177,7 +185,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 // longest gap to row, the holders settled again.
 func (k *kubeRun) gaps(ctx context.Context, row string, action func() error) error {
 	gaps, err := k.c.ProbeDuring(ctx, k.targets(), kubeProbe, action, func() error {
-		_, err := k.c.Holders(ctx, k.vips, 3*time.Second)
+		_, err := k.c.Holders(ctx, k.vips, kubeQuiet)
 		return err
 	})
 	if err != nil {
@@ -200,7 +208,7 @@ func (k *kubeRun) targets() []netip.AddrPort {
 
 // holderPod returns the node holding the first VIP and its pod.
 func (k *kubeRun) holderPod(ctx context.Context) (*kube.Machine, corev1.Pod, error) {
-	h, err := k.c.Holders(ctx, k.vips, 3*time.Second)
+	h, err := k.c.Holders(ctx, k.vips, kubeQuiet)
 	if err != nil {
 		return nil, corev1.Pod{}, err
 	}
@@ -306,7 +314,7 @@ func (k *kubeRun) death(ctx context.Context) error {
 			return fmt.Errorf("%s: waiting for %s's pod to run again: %w", rowKubeDeath, holder.Name, err)
 		}
 	}
-	_, err = c.Holders(ctx, k.vips, 4*time.Second)
+	_, err = c.Holders(ctx, k.vips, kubeQuiet)
 	return err
 }
 

@@ -211,7 +211,9 @@ func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, int
 	if err := poll(ctx, time.Minute, "every target answering the client again", func() (bool, error) { return p.Answered(), nil }); err != nil {
 		return p.Gaps(), err
 	}
-	return p.Stop(), nil
+	gaps := p.Stop()
+	c.log.Info("probed", "longest_gaps", gaps, "rounds_at_most_apart", p.Spacing())
+	return gaps, nil
 }
 
 // Holders is the lab's WaitStable: one holder per VIP, unchanged for

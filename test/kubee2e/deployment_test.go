@@ -90,9 +90,14 @@ func TestDeployment(t *testing.T) {
 			if _, err := c.Holders(ctx, vips, quiet); err != nil {
 				return err
 			}
-			return c.Uncordon(ctx, node)
+			// Back in service: the replacement runs there and takes
+			// its preferred VIPs back, under the probes too.
+			if err := c.Uncordon(ctx, node); err != nil {
+				return err
+			}
+			podsReady(ctx, t, c)
+			return nil
 		})
-		podsReady(ctx, t, c)
 	})
 
 	t.Run("service stopped on a holder", func(t *testing.T) {

@@ -87,8 +87,11 @@ const (
 	handoverBound = time.Second
 	// advert is the manifests' advert interval.
 	advert = time.Second
-	// quiet is how long holders must stay put to count as settled.
-	quiet = 3 * advert
+	// quiet is how long holders must stay put to count as settled: a
+	// restarted node takes its preferred VIPs back about three advert
+	// intervals after its keepalived started, a second or two after its
+	// pod is Ready.
+	quiet = 4 * advert
 )
 
 var vips = []netip.Addr{

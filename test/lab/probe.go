@@ -1,17 +1,28 @@
 package lab
 
 import (
-	"context"
+	"errors"
+	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// ProbeDeadline is how soon a probe's connection must be accepted to count.
-// A SYN to a VIP that nobody holds, or whose holder the client's ARP cache
-// does not know yet, is retransmitted a second later: a connection that
-// late shows the VIP came back, not that it was there when the probe left.
+// ProbeDeadline is how soon a probe's connection must be accepted to count,
+// by the kernel's clock: the handshake's round trip, from the SYN leaving
+// TCP to the SYN-ACK. A SYN to a VIP that nobody holds waits for ARP (and
+// is sent, late, once the new holder announces itself) or is retransmitted
+// a second later: a connection that late shows the VIP came back, not that
+// it was there when the probe left. Timing by the kernel keeps a busy
+// machine, where the prober's goroutines run late, from counting answers
+// that came in time as lost.
 const ProbeDeadline = 50 * time.Millisecond
+
+// probeTimeout bounds one probe's connect.
+const probeTimeout = time.Second
 
 // Prober is a client of the VIPs as a user sees them: from the client
 // namespace it opens a TCP connection to every target every interval, each
@@ -27,6 +38,9 @@ type Prober struct {
 	mu    sync.Mutex
 	sent  [][]time.Time // per target, by probe
 	acked [][]bool
+	// spacing is the longest time between two rounds of probes: the
+	// client's own delays on a busy machine, which lengthen every gap.
+	spacing time.Duration
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -50,7 +64,15 @@ func (p *Prober) run() {
 	defer t.Stop()
 	end := time.NewTimer(p.limit)
 	defer end.Stop()
+	var last time.Time
 	for {
+		now := time.Now()
+		if !last.IsZero() {
+			p.mu.Lock()
+			p.spacing = max(p.spacing, now.Sub(last))
+			p.mu.Unlock()
+		}
+		last = now
 		for i, to := range p.targets {
 			p.mu.Lock()
 			seq := len(p.sent[i])
@@ -69,18 +91,78 @@ func (p *Prober) run() {
 	}
 }
 
-// probe connects once; an accepted connection within the deadline counts.
+// probe connects once; a connection whose handshake took at most
+// ProbeDeadline, with no SYN sent twice, counts.
 func (p *Prober) probe(i, seq int, to netip.AddrPort) {
-	ctx, cancel := context.WithTimeout(context.Background(), ProbeDeadline)
-	defer cancel()
-	conn, err := p.client.Dial(ctx, "tcp", to.String())
-	if err != nil {
+	rtt, err := connectRTT(p.client.Netns, to, probeTimeout)
+	if err != nil || rtt > ProbeDeadline {
 		return
 	}
-	conn.Close()
 	p.mu.Lock()
 	p.acked[i][seq] = true
 	p.mu.Unlock()
+}
+
+// connectRTT opens a TCP connection to addr from the named network
+// namespace, closes it, and returns the handshake's round trip as the
+// kernel measured it. A handshake whose SYN was sent again has no round
+// trip worth the name: it is an error. Only the socket is made in the
+// namespace (a socket stays in the namespace it was made in): the wait
+// ties up no thread.
+func connectRTT(netns string, addr netip.AddrPort, timeout time.Duration) (time.Duration, error) {
+	family, sa := unix.AF_INET, unix.Sockaddr(&unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()})
+	if addr.Addr().Is6() {
+		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	}
+	var fd int
+	err := InNetns(netns, func() error {
+		var err error
+		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("a socket in %s: %w", netns, err)
+	}
+	// Non-blocking: the runtime's poller waits for the connect.
+	f := os.NewFile(uintptr(fd), "probe")
+	defer f.Close()
+	if err := f.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return 0, err
+	}
+	if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		return 0, err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var info *unix.TCPInfo
+	var connErr error
+	waited := false
+	werr := rc.Write(func(fd uintptr) bool {
+		if !waited {
+			waited = true
+			return false // wait until writable: connected or failed
+		}
+		if soErr, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); err != nil {
+			connErr = err
+		} else if soErr != 0 {
+			connErr = unix.Errno(soErr)
+		} else {
+			info, connErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		}
+		return true
+	})
+	if werr != nil {
+		return 0, werr
+	}
+	if connErr != nil {
+		return 0, connErr
+	}
+	if info.Total_retrans > 0 {
+		return 0, fmt.Errorf("connecting to %s: the SYN was sent %d more times", addr, info.Total_retrans)
+	}
+	return time.Duration(info.Rtt) * time.Microsecond, nil
 }
 
 // Stop ends probing, waits for the probes under way and returns, per
@@ -101,6 +183,14 @@ func (p *Prober) Gaps() []time.Duration {
 		out[i] = LongestGap(p.sent[i], p.acked[i])
 	}
 	return out
+}
+
+// Spacing returns the longest time between two rounds of probes so far
+// (the interval, unless the prober itself ran late).
+func (p *Prober) Spacing() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spacing
 }
 
 // Answered reports whether the last probe of every target that has
