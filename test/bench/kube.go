@@ -173,6 +173,9 @@ func (k *kubeRun) measure(ctx context.Context) error {
 	if err := c.RolloutStatus(ctx, "daemonset/ipfailover"); err != nil {
 		return err
 	}
+	if _, err := c.Holders(ctx, k.vips, kubeQuiet); err != nil {
+		return err
+	}
 	for range k.r.o.Rounds {
 		if err := k.gaps(ctx, rowKubeRolloutDS, func() error { return c.RolloutRestart(ctx, "daemonset/ipfailover") }); err != nil {
 			return err
