@@ -479,7 +479,11 @@ func (c *fnCtx) wrapperOf(call *ast.CallExpr) (wrapper, bool) {
 		}
 		for _, ip := range c.file.imports {
 			if p := c.s.imported(ip); p != nil {
-				if w, ok := c.s.wrappers[funcKey(p, method)]; ok {
+				// An imported package's wrapper of that name is the one
+				// called only if it takes the call's arguments: test/lab's
+				// Node.Start(ctx, argv, env, out) is not test/kube's
+				// Machine.Start(ctx, daemons...).
+				if w, ok := c.s.wrappers[funcKey(p, method)]; ok && slices.ContainsFunc(p.methods[fun.Sel.Name], func(d *ast.FuncDecl) bool { return accepts(d, len(call.Args)) }) {
 					return w, true
 				}
 			}
