@@ -32,6 +32,14 @@ func nodeDeath(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.
 	if err := victim.Die(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A test that fails half way leaves the node booted for the next.
+	t.Cleanup(func() {
+		if _, ok := victim.Running(kube.Kubelet); !ok {
+			if err := victim.Boot(context.Background()); err != nil {
+				t.Errorf("booting %s again: %v", victim.Name, err)
+			}
+		}
+	})
 	after, err := c.Lab().WaitOneHolder(ctx, vs, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +114,13 @@ func linkCut(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.Ma
 	if err := victim.CutLink(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if up, err := victim.Lab().Up(); err == nil && !up {
+			if err := victim.RestoreLink(context.Background()); err != nil {
+				t.Errorf("restoring %s's link: %v", victim.Name, err)
+			}
+		}
+	})
 	after, err := c.Lab().WaitOneHolder(ctx, vs, func(m lab.HolderMap) bool {
 		return !slices.ContainsFunc(moved, func(v netip.Addr) bool { return m[v] == victim.Lab() })
 	})
