@@ -79,6 +79,11 @@ func TestDeployment(t *testing.T) {
 	t.Run("drain a holder's node", func(t *testing.T) {
 		h := settled(ctx, t, c, vips)
 		node := h[vips[0]].Name
+		t.Cleanup(func() {
+			if err := c.Uncordon(context.Background(), node); err != nil {
+				t.Error(err)
+			}
+		})
 		handover(t, "kubectl drain "+node, func() error {
 			if err := c.Drain(ctx, node); err != nil {
 				return err
@@ -162,6 +167,11 @@ func TestDeployment(t *testing.T) {
 		// ipfailover does not talk to the API server: its VIPs stay
 		// where they are while the control plane is away.
 		before := settled(ctx, t, c, vips)
+		t.Cleanup(func() {
+			if err := c.ControlPlane.Start(context.Background(), kube.APIServer); err != nil {
+				t.Error(err)
+			}
+		})
 		gaps, err := c.ProbeDuring(ctx, targets(vips), probeEvery, func() error {
 			if err := c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
 				return err
