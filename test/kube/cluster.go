@@ -160,6 +160,14 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		h.PodCIDR = netip.PrefixFrom(podBase(i), 26)
 		st.Nodes = append(st.Nodes, h)
 	}
+	// The directories made for the cluster's (out/ in a fresh clone), for
+	// Down to remove too.
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		st.Parents = append(st.Parents, d)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, errors.Join(err, l.Close())
 	}
@@ -550,6 +558,12 @@ func Down(ctx context.Context, dir string, log *slog.Logger) error {
 	}
 	if err := os.RemoveAll(st.Dir); err != nil {
 		return err
+	}
+	for _, d := range st.Parents {
+		// Only while empty: something else may have put files there since.
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) {
+			return err
+		}
 	}
 	log.Info("cluster removed", "name", st.Name, "dir", st.Dir)
 	return nil

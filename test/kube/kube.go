@@ -66,6 +66,9 @@ type State struct {
 	// Dir holds the state file, the kubeconfigs, certificates, logs and
 	// every node's files.
 	Dir string `json:"dir"`
+	// Parents are the directories above Dir that Up made, deepest first;
+	// Down removes them when they are empty.
+	Parents []string `json:"parents,omitempty"`
 	// Bin holds the Kubernetes binaries, etcd and the pause image.
 	Bin string `json:"bin"`
 	// Kubeconfig is the administrator's kubeconfig for the host: the API

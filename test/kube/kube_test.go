@@ -197,7 +197,8 @@ func TestUpDownLeavesNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := filepath.Join(t.TempDir(), "cluster")
+	// Below a directory Up makes, as out/kube in a fresh clone.
+	dir := filepath.Join(t.TempDir(), "out", "cluster")
 	before := machineState(t, dir)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	c, err := Up(ctx, Options{Dir: dir, Bin: bin, Logger: log})
@@ -320,7 +321,7 @@ func machineState(t *testing.T, dir string) state {
 			s.mounts = append(s.mounts, p)
 		}
 	}
-	for _, p := range append(defaultPaths, dir) {
+	for _, p := range append(defaultPaths, dir, filepath.Dir(dir)) {
 		_, err := os.Stat(p)
 		s.files[p] = err == nil
 	}
