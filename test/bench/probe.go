@@ -147,7 +147,7 @@ func (p *Prober) Stop(ctx context.Context, grace time.Duration) []time.Duration 
 	defer p.mu.Unlock()
 	out := make([]time.Duration, len(p.targets))
 	for i := range p.targets {
-		out[i] = lab.LongestGap(p.sent[i], p.acked[i])
+		out[i] = lab.LongestGap(p.sent[i], p.acked[i], time.Time{})
 	}
 	return out
 }

@@ -63,7 +63,7 @@ func (c *Cluster) ImportTimes() []time.Duration { return c.imports }
 
 // labOptions is the lab every cluster is built on.
 func labOptions(log *slog.Logger) lab.Options {
-	return lab.Options{Nodes: 3, Hosts: []string{ControlPlane}, Forwarding: true, Logger: log}
+	return lab.Options{Nodes: 3, Hosts: []string{ControlPlane}, Routing: true, Logger: log}
 }
 
 // State returns where everything is.

@@ -190,16 +190,24 @@ func (c *Cluster) WarningEvents(ctx context.Context, since time.Time) ([]corev1.
 	return out, nil
 }
 
+// ProbeDeadline is how soon a probe's connection must be accepted to count
+// (the handshake's round trip, by the kernel's clock: lab.ProbeTCP).
+const ProbeDeadline = 50 * time.Millisecond
+
 // ProbeDuring runs action while the lab's client probes every target every
-// interval (TCP connects, lab.Prober), then waits for settled to hold
-// (each VIP's holder back in place) and returns each target's longest gap.
+// interval (TCP connects, lab.ProbeTCP), then waits for settled to hold
+// (each VIP's holder back in place) and every target to answer again, and
+// returns each target's longest outage from the action's start.
 func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, interval time.Duration, action, settled func() error) ([]time.Duration, error) {
-	p := c.lab.NewProber(targets, interval, 10*time.Minute)
-	p.Start()
-	defer p.Stop()
-	if err := poll(ctx, time.Minute, "every target answering the client", func() (bool, error) { return p.Answered(), nil }); err != nil {
+	p, err := c.lab.ProbeTCP(targets, interval, ProbeDeadline)
+	if err != nil {
 		return nil, err
 	}
+	defer p.Stop()
+	if err := p.WaitSteady(ctx, 10*interval, time.Minute); err != nil {
+		return nil, fmt.Errorf("before the action: %w", err)
+	}
+	began := time.Now()
 	if err := action(); err != nil {
 		return nil, err
 	}
@@ -208,11 +216,16 @@ func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, int
 			return nil, err
 		}
 	}
-	if err := poll(ctx, time.Minute, "every target answering the client again", func() (bool, error) { return p.Answered(), nil }); err != nil {
-		return p.Gaps(), err
+	steady := p.WaitSteady(ctx, 10*interval, time.Minute)
+	p.Stop()
+	gaps := make([]time.Duration, len(targets))
+	for i := range targets {
+		gaps[i] = p.Outage(i, began)
 	}
-	gaps := p.Stop()
 	c.log.Info("probed", "longest_gaps", gaps, "rounds_at_most_apart", p.Spacing())
+	if steady != nil {
+		return gaps, fmt.Errorf("after the action: %w", steady)
+	}
 	return gaps, nil
 }
 

@@ -16,6 +16,13 @@
 // random suffix, so clusters built in parallel never collide. A Cluster needs
 // root; it never touches the root network namespace.
 //
+// IPv4 and IPv6 forwarding are set explicitly in every namespace: off, or on
+// in the nodes with Options.Routing (never in the hosts). A new namespace would otherwise inherit
+// the host's IPv4 forwarding, which podman and kubelets turn on, and whether
+// a node that let a VIP go still forwards a client's packets to its new
+// holder (hiding a client that points at the wrong node) would depend on
+// what the machine last did.
+//
 // A Cluster is used from Go tests and from plain programs alike: it logs to
 // a *slog.Logger and reports errors, it never calls testing functions.
 package lab
@@ -31,6 +38,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,12 +64,14 @@ type Options struct {
 	Nodes int
 	// Hosts names the extra hosts on the bridge, at most 9.
 	Hosts []string
-	// Forwarding turns IPv4 forwarding on in the nodes and hosts (pods
-	// behind a node route through it). Off, it is off: a new namespace
-	// would otherwise inherit whatever the host has.
-	Forwarding bool
 	// Logger receives one line per step; nil discards.
 	Logger *slog.Logger
+	// Routing turns IPv4 and IPv6 forwarding on in the nodes, as on most
+	// Kubernetes nodes: a node forwards a packet for an address it does
+	// not have (a VIP it gave up) to the address's holder, and sends the
+	// client an ICMP redirect. Off (the zero value), a node drops it. The
+	// client and the bridge never forward.
+	Routing bool
 }
 
 // Cluster is a bridge, its nodes and a client, each in its own network
@@ -76,9 +86,10 @@ type Cluster struct {
 	// Client is the namespace tests probe from. Start works there too,
 	// but it is meant for Dial, HTTPClient and Exec.
 	Client *Node
+	// Routing says whether the nodes forward (Options.Routing).
+	Routing bool
 
 	bridgeNetns string
-	forwarding  bool
 	log         *slog.Logger
 	// attached: another process built the cluster and removes it; Close
 	// leaves its namespaces alone.
@@ -104,7 +115,7 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.build(ctx); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	c.log.Info("cluster ready", "nodes", len(c.Nodes), "bridge_netns", c.bridgeNetns)
+	c.log.Info("cluster ready", "nodes", len(c.Nodes), "bridge_netns", c.bridgeNetns, "routing", c.Routing)
 	return c, nil
 }
 
@@ -134,6 +145,10 @@ func Attach(name string, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// Keep makes Close leave the namespaces in place, as for a cluster from
+// Attach: the cluster outlives this process, and Remove deletes it.
+func (c *Cluster) Keep() { c.attached = true }
+
 // Remove deletes the namespaces of the cluster called name, built by New
 // with the same Options in another process, that still exist. Their
 // processes must be gone first: a namespace in use only disappears from
@@ -145,10 +160,6 @@ func Remove(name string, opts Options) error {
 	}
 	return c.Close()
 }
-
-// Keep makes Close leave the namespaces in place, as for a cluster from
-// Attach: the cluster outlives this process, and Remove deletes it.
-func (c *Cluster) Keep() { c.attached = true }
 
 // layout names a cluster's namespaces and addresses without making them.
 func layout(name string, opts Options) (*Cluster, error) {
@@ -166,7 +177,7 @@ func layout(name string, opts Options) (*Cluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{Name: name, forwarding: opts.Forwarding}
+	c := &Cluster{Name: name, Routing: opts.Routing}
 	c.log = log.With("cluster", c.Name)
 	c.bridgeNetns = NetnsPrefix + c.Name + "-br"
 	for i, h := range opts.Hosts {
@@ -194,12 +205,32 @@ func layout(name string, opts Options) (*Cluster, error) {
 		Addr6:   Client6,
 		cluster: c,
 	}
+	// The bridge ports, as build names them (CutVRRP filters on them).
+	for i, n := range c.all() {
+		n.port = fmt.Sprintf("p%d", i+1)
+	}
+	c.Client.port = "pcl"
 	return c, nil
 }
 
 // all lists the nodes, the hosts and the client.
 func (c *Cluster) all() []*Node {
 	return append(append(append([]*Node{}, c.Nodes...), c.Hosts...), c.Client)
+}
+
+// forwarding are the sysctls that turn IPv4 and IPv6 forwarding on or off
+// on every interface of a namespace (and on those that come later).
+func forwarding(on bool) []string {
+	v := "0"
+	if on {
+		v = "1"
+	}
+	return []string{
+		"net.ipv4.ip_forward=" + v,
+		"net.ipv4.conf.default.forwarding=" + v,
+		"net.ipv6.conf.all.forwarding=" + v,
+		"net.ipv6.conf.default.forwarding=" + v,
+	}
 }
 
 func addr6(last byte) netip.Addr {
@@ -240,7 +271,7 @@ func (c *Cluster) build(ctx context.Context) error {
 	}
 	steps := [][]string{
 		{"ip", "netns", "add", c.bridgeNetns},
-		append([]string{"ip", "netns", "exec", c.bridgeNetns, "sysctl", "-q", "-w"}, sysctls...),
+		append([]string{"ip", "netns", "exec", c.bridgeNetns, "sysctl", "-q", "-w"}, append(sysctls, forwarding(false)...)...),
 		{"ip", "-n", c.bridgeNetns, "link", "set", "lo", "up"},
 		// Multicast snooping off: VRRP adverts (224.0.0.18, ff02::12)
 		// must reach every port.
@@ -249,26 +280,19 @@ func (c *Cluster) build(ctx context.Context) error {
 		{"ip", "-n", c.bridgeNetns, "addr", "add", Gateway6.String() + "/64", "dev", "br0", "nodad"},
 		{"ip", "-n", c.bridgeNetns, "link", "set", "br0", "up"},
 	}
-	for i, n := range c.all() {
-		port := fmt.Sprintf("p%d", i+1)
-		if n == c.Client {
-			port = "pcl"
-		}
-		// IPv4 forwarding set either way: a new namespace inherits the
-		// host's, which podman or a kubelet may have turned on.
-		forward := "net.ipv4.ip_forward=0"
-		if c.forwarding && n != c.Client {
-			forward = "net.ipv4.ip_forward=1"
-		}
+	for _, n := range c.all() {
+		port := n.port
 		steps = append(steps,
 			[]string{"ip", "netns", "add", n.Netns},
-			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", forward}, sysctls...),
+			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, sysctls...),
 			[]string{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
 			[]string{"ip", "-n", c.bridgeNetns, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
 			[]string{"ip", "-n", c.bridgeNetns, "link", "set", port, "master", "br0", "up"},
 			[]string{"ip", "-n", n.Netns, "addr", "add", n.Addr4.String() + "/24", "dev", "eth0"},
 			[]string{"ip", "-n", n.Netns, "addr", "add", n.Addr6.String() + "/64", "dev", "eth0", "nodad"},
 			[]string{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
+			// After eth0 arrived: these set every interface there is.
+			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, forwarding(c.Routing && slices.Contains(c.Nodes, n))...),
 		)
 		steps = append(steps, n.routeSteps()...)
 	}
@@ -287,9 +311,9 @@ func (c *Cluster) build(ctx context.Context) error {
 
 // Close kills every process the cluster started and deletes its
 // namespaces (which takes the veths and the bridge with them); a cluster
-// from Attach keeps its namespaces. The mount namespaces of started
-// processes die with their processes. Close is idempotent and safe to call
-// on a half-built cluster.
+// from Attach, or kept, keeps its namespaces. The mount namespaces of
+// started processes die with their processes. Close is idempotent and safe
+// to call on a half-built cluster.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error

@@ -1,10 +1,15 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
+	"os"
 	"runtime"
+	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // InNetns runs fn on a thread that sits in the named network namespace, so
@@ -37,3 +42,128 @@ func InNetns(name string, fn func() error) error {
 	runtime.UnlockOSThread()
 	return fnErr
 }
+
+// socketMaker opens sockets in a network namespace, on a thread that moved
+// there for good: a client that opens hundreds of sockets a second needs no
+// namespace switch per socket, and none of its waiting holds a thread (the
+// sockets are used from any goroutine; a socket stays in the namespace it
+// was made in).
+type socketMaker struct {
+	reqs chan socketReq
+}
+
+type socketReq struct {
+	family int
+	reply  chan socketResult
+}
+
+type socketResult struct {
+	fd  int
+	err error
+}
+
+func newSocketMaker(name string) (*socketMaker, error) {
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		return nil, fmt.Errorf("opening netns %s: %w", name, err)
+	}
+	m := &socketMaker{reqs: make(chan socketReq)}
+	ready := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine and never
+		// runs anything else in the namespace.
+		runtime.LockOSThread()
+		err := netns.Set(target)
+		target.Close()
+		ready <- err
+		if err != nil {
+			return
+		}
+		for r := range m.reqs {
+			fd, err := unix.Socket(r.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			r.reply <- socketResult{fd, err}
+		}
+	}()
+	if err := <-ready; err != nil {
+		return nil, fmt.Errorf("entering netns %s: %w", name, err)
+	}
+	return m, nil
+}
+
+// lateGrace is how much longer than its limit a connect waits for the
+// answer: time for a client running late on a busy machine to see an
+// answer that came in time.
+const lateGrace = time.Second
+
+// connect connects a new TCP socket to to and closes it again. It fails
+// unless the handshake took at most within by the kernel's clock: the
+// round trip from the SYN leaving TCP to the SYN-ACK, which counts a SYN's
+// wait for ARP, with no SYN sent twice. Timed by the kernel, a client whose
+// goroutines or poller run late on a busy machine counts no answer that
+// came in time as lost; the wait itself ends lateGrace after within.
+func (m *socketMaker) connect(to netip.AddrPort, within time.Duration) error {
+	var (
+		family = unix.AF_INET
+		sa     unix.Sockaddr
+	)
+	if to.Addr().Is4() {
+		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
+	} else {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
+	}
+	reply := make(chan socketResult, 1)
+	m.reqs <- socketReq{family, reply}
+	r := <-reply
+	if r.err != nil {
+		return r.err
+	}
+	if err := unix.Connect(r.fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		unix.Close(r.fd)
+		return err
+	}
+	// A non-blocking descriptor: the file waits in the runtime's poller.
+	f := os.NewFile(uintptr(r.fd), "tcp "+to.String())
+	defer f.Close()
+	if err := f.SetWriteDeadline(time.Now().Add(within + lateGrace)); err != nil {
+		return err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var (
+		info    *unix.TCPInfo
+		connErr error
+	)
+	err = rc.Write(func(fd uintptr) bool {
+		if _, err := unix.Getpeername(int(fd)); err == nil {
+			info, connErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+			return true // connected
+		}
+		switch v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); {
+		case err != nil:
+			connErr = err
+		case v != 0:
+			connErr = unix.Errno(v)
+		default:
+			return false // still connecting: wait until writable
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return err
+	case connErr != nil:
+		return connErr
+	case info.Total_retrans > 0:
+		return fmt.Errorf("connecting to %s: the SYN was sent %d more times", to, info.Total_retrans)
+	}
+	if rtt := time.Duration(info.Rtt) * time.Microsecond; rtt > within {
+		return fmt.Errorf("connecting to %s: the handshake took %v, more than %v", to, rtt, within)
+	}
+	return nil
+}
+
+// close ends the maker's thread.
+func (m *socketMaker) close() { close(m.reqs) }
