@@ -23,16 +23,16 @@ type TCPProbe struct {
 	interval time.Duration
 	deadline time.Duration
 
-	mu    sync.Mutex
-	sent  [][]time.Time
-	ok    [][]bool
+	mu   sync.Mutex
+	sent [][]time.Time
+	ok   [][]bool
 	// spacing is the longest time between two rounds of attempts: the
 	// interval, unless the prober itself ran late on a busy machine, which
 	// lengthens every outage it sees.
 	spacing time.Duration
 	stop    chan struct{}
-	loop  sync.WaitGroup
-	tries sync.WaitGroup
+	loop    sync.WaitGroup
+	tries   sync.WaitGroup
 }
 
 // ProbeTCP starts probing targets (IP literals and ports) from the client
