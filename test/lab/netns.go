@@ -90,9 +90,18 @@ func newSocketMaker(name string) (*socketMaker, error) {
 	return m, nil
 }
 
-// connect connects a new TCP socket to to and closes it again, or fails
-// once deadline passes.
-func (m *socketMaker) connect(to netip.AddrPort, deadline time.Time) error {
+// lateGrace is how much longer than its limit a connect waits for the
+// answer: time for a client running late on a busy machine to see an
+// answer that came in time.
+const lateGrace = time.Second
+
+// connect connects a new TCP socket to to and closes it again. It fails
+// unless the handshake took at most within by the kernel's clock: the
+// round trip from the SYN leaving TCP to the SYN-ACK, which counts a SYN's
+// wait for ARP, with no SYN sent twice. Timed by the kernel, a client whose
+// goroutines or poller run late on a busy machine counts no answer that
+// came in time as lost; the wait itself ends lateGrace after within.
+func (m *socketMaker) connect(to netip.AddrPort, within time.Duration) error {
 	var (
 		family = unix.AF_INET
 		sa     unix.Sockaddr
@@ -116,16 +125,20 @@ func (m *socketMaker) connect(to netip.AddrPort, deadline time.Time) error {
 	// A non-blocking descriptor: the file waits in the runtime's poller.
 	f := os.NewFile(uintptr(r.fd), "tcp "+to.String())
 	defer f.Close()
-	if err := f.SetWriteDeadline(deadline); err != nil {
+	if err := f.SetWriteDeadline(time.Now().Add(within + lateGrace)); err != nil {
 		return err
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var connErr error
+	var (
+		info    *unix.TCPInfo
+		connErr error
+	)
 	err = rc.Write(func(fd uintptr) bool {
 		if _, err := unix.Getpeername(int(fd)); err == nil {
+			info, connErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
 			return true // connected
 		}
 		switch v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); {
@@ -138,10 +151,18 @@ func (m *socketMaker) connect(to netip.AddrPort, deadline time.Time) error {
 		}
 		return true
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case connErr != nil:
+		return connErr
+	case info.Total_retrans > 0:
+		return fmt.Errorf("connecting to %s: the SYN was sent %d more times", to, info.Total_retrans)
 	}
-	return connErr
+	if rtt := time.Duration(info.Rtt) * time.Microsecond; rtt > within {
+		return fmt.Errorf("connecting to %s: the handshake took %v, more than %v", to, rtt, within)
+	}
+	return nil
 }
 
 // close ends the maker's thread.
