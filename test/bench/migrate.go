@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -82,15 +81,14 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 		return err
 	}
 	defer closeEchoes()
-	twice := newSplitMeter(r.w, r.o.Poll, vips, func(s Snapshot, key string) {
-		r.o.Log.Debug("holders", "at", s.At.Format("15:04:05.000"), "holders", key)
+	twice := r.c.MeterSplits(vips, r.o.Poll, func(m lab.HolderMap) {
+		r.o.Log.Debug("holders", "holders", m.String())
 	})
-	twice.start()
 	stopped := false
 	defer func() {
 		if !stopped {
 			prober.Stop(context.Background(), 0)
-			twice.stop()
+			twice.Stop()
 		}
 	}()
 	if err := sleep(ctx, time.Second); err != nil {
@@ -133,7 +131,7 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 		return fmt.Errorf("after the migration: %w", err)
 	}
 	gaps := prober.Stop(ctx, 100*time.Millisecond)
-	split, longest := twice.stop()
+	split, longest := twice.Stop()
 	stopped = true
 	for i, v := range vips {
 		r.add(rowGap, Sample{Value: gaps[i]})
@@ -142,66 +140,6 @@ func (r *runner) migrate(ctx context.Context, vips []netip.Addr, from migrateFro
 			"on_two_nodes", split[v].Round(time.Millisecond), "longest_stretch_on_two", longest[v].Round(time.Millisecond), "took", took.Round(time.Millisecond))
 	}
 	return nil
-}
-
-// splitMeter adds up, per VIP, the time the dumps show it on several nodes.
-type splitMeter struct {
-	w       *Watcher
-	every   time.Duration
-	vips    []netip.Addr
-	changed func(Snapshot, string)
-	done    chan struct{}
-	wg      sync.WaitGroup
-
-	total, longest map[netip.Addr]time.Duration
-}
-
-func newSplitMeter(w *Watcher, every time.Duration, vips []netip.Addr, changed func(Snapshot, string)) *splitMeter {
-	return &splitMeter{w: w, every: every, vips: vips, changed: changed, done: make(chan struct{}),
-		total: map[netip.Addr]time.Duration{}, longest: map[netip.Addr]time.Duration{}}
-}
-
-func (m *splitMeter) start() {
-	m.wg.Go(func() {
-		var prev Snapshot
-		var prevKey string
-		stretch := map[netip.Addr]time.Duration{}
-		for {
-			s, err := m.w.Snapshot()
-			if err == nil {
-				if key := s.key(m.vips); key != prevKey {
-					m.changed(s, key)
-					prevKey = key
-				}
-				if !prev.At.IsZero() {
-					d := s.At.Sub(prev.At)
-					for _, v := range m.vips {
-						if len(prev.Holders(v)) > 1 {
-							m.total[v] += d
-							stretch[v] += d
-							m.longest[v] = max(m.longest[v], stretch[v])
-						} else {
-							stretch[v] = 0
-						}
-					}
-				}
-				prev = s
-			}
-			select {
-			case <-m.done:
-				return
-			case <-time.After(m.every):
-			}
-		}
-	})
-}
-
-// stop ends the sampling and returns each VIP's total and longest stretch
-// on several nodes.
-func (m *splitMeter) stop() (total, longest map[netip.Addr]time.Duration) {
-	close(m.done)
-	m.wg.Wait()
-	return m.total, m.longest
 }
 
 // migrateRows are the migration rows, with the goals on the
