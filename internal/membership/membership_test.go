@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,27 +238,40 @@ func TestWatcherWaitsForTheAPIServer(t *testing.T) {
 func TestWatchFailureKeepsTheView(t *testing.T) {
 	client := newClient(pod("self", workload("x"), ""), pod("b", workload("x"), "192.0.2.12"))
 	var down atomic.Bool
+	// What a client sees of a stopped API server: the reflector retries
+	// such a watch by itself, without telling the watch error handler.
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	// missed are the changes made while the API server was away, which
+	// the next watch (from the last resource version) replays, as the API
+	// server's history does; the fake's watches do not.
+	missed := make(chan *metav1.PartialObjectMetadata, 10)
 	watches := make(chan *watch.FakeWatcher, 100)
 	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		if down.Load() {
-			return true, nil, errors.New("connection refused")
+			return true, nil, refused
 		}
-		fw := watch.NewFake()
+		fw := watch.NewFakeWithChanSize(10, false)
+		for len(missed) > 0 {
+			fw.Add(<-missed)
+		}
 		watches <- fw
 		return true, fw, nil
 	})
 	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if down.Load() {
-			return true, nil, errors.New("connection refused")
+			return true, nil, refused
 		}
 		return false, nil, nil
 	})
 	w, _ := watcher(t, client, "192.0.2.11")
 	before := w.View()
 
+	// The API server goes away: the running watch, older than a second
+	// (the reflector reports a shorter one as a failure by itself), ends.
+	running := <-watches
+	time.Sleep(1500 * time.Millisecond)
 	down.Store(true)
-	// The API server goes away: the running watch ends.
-	(<-watches).Stop()
+	running.Stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for w.Health().Up {
 		if time.Now().After(deadline) {
@@ -263,9 +279,11 @@ func TestWatchFailureKeepsTheView(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := client.Tracker().Add(pod("c", workload("x"), "192.0.2.13")); err != nil {
+	c := pod("c", workload("x"), "192.0.2.13")
+	if err := client.Tracker().Add(c); err != nil {
 		t.Fatal(err)
 	}
+	missed <- c
 	time.Sleep(100 * time.Millisecond)
 	if !w.View().Equal(before) {
 		t.Errorf("the view changed while the API server was away: %+v, was %+v", w.View(), before)

@@ -313,7 +313,10 @@ func isRevisionLabel(k string) bool {
 }
 
 // listWatch lists and watches the workload's pods, and counts every
-// successful request as the API server being reachable.
+// request as the API server being reachable or not. The reflector retries
+// a watch the API server refused (connection refused, too many requests)
+// by itself, with backoff, without telling the watch error handler: these
+// requests are the only sign of an API server that went away.
 func (w *Watcher) listWatch(selector string) *cache.ListWatch {
 	res := w.client.Resource(pods).Namespace(w.namespace)
 	narrow := func(o metav1.ListOptions) metav1.ListOptions {
@@ -323,18 +326,29 @@ func (w *Watcher) listWatch(selector string) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			l, err := res.List(ctx, narrow(o))
-			if err == nil {
-				w.reachable()
-			}
+			w.requested("listing the workload's pods", err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			wi, err := res.Watch(ctx, narrow(o))
-			if err == nil {
-				w.reachable()
-			}
+			w.requested("watching the workload's pods", err)
 			return wi, err
 		},
+	}
+}
+
+// requested counts the outcome of one of the watch's requests.
+func (w *Watcher) requested(what string, err error) {
+	switch {
+	case err == nil:
+		w.reachable()
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		// The watch outlived the API server's history: it answers.
+		w.reachable()
+	case errors.Is(err, context.Canceled):
+		// The watch is being stopped.
+	default:
+		w.failed(fmt.Errorf("%s (%s, %s): %w", what, w.namespace, w.Selector(), err))
 	}
 }
 
