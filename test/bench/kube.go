@@ -104,7 +104,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 	if err := c.Apply(ctx, dep); err != nil {
 		return err
 	}
-	if err := c.RolloutStatus(ctx, "deployment/ipfailover"); err != nil {
+	if err := c.RolloutStatus(ctx, deployment); err != nil {
 		return err
 	}
 	if _, err := c.Holders(ctx, k.vips, kubeQuiet); err != nil {
@@ -124,7 +124,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 	}
 	for round := range k.r.o.Rounds {
 		k.r.o.Log.Info("kube round", "round", round+1, "of", k.r.o.Rounds)
-		if err := k.gaps(ctx, rowKubeRollout, func() error { return c.RolloutRestart(ctx, "deployment/ipfailover") }); err != nil {
+		if err := k.gaps(ctx, rowKubeRollout, func() error { return c.RolloutRestart(ctx, deployment) }); err != nil {
 			return err
 		}
 		holder, pod, err := k.holderPod(ctx)
@@ -135,7 +135,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 			if err := c.DeletePod(ctx, pod.Name); err != nil {
 				return err
 			}
-			return c.RolloutStatus(ctx, "deployment/ipfailover")
+			return c.RolloutStatus(ctx, deployment)
 		}); err != nil {
 			return err
 		}
@@ -152,8 +152,11 @@ func (k *kubeRun) measure(ctx context.Context) error {
 			if err := c.Uncordon(ctx, holder.Name); err != nil {
 				return err
 			}
-			return c.RolloutStatus(ctx, "deployment/ipfailover")
+			return c.RolloutStatus(ctx, deployment)
 		}); err != nil {
+			return err
+		}
+		if err := k.membership(ctx); err != nil {
 			return err
 		}
 	}
@@ -162,6 +165,12 @@ func (k *kubeRun) measure(ctx context.Context) error {
 		if err := k.death(ctx); err != nil {
 			return err
 		}
+	}
+	if err := c.Delete(ctx, dep); err != nil {
+		return err
+	}
+	if err := k.migrate(ctx); err != nil {
+		return err
 	}
 	if err := c.Delete(ctx, dep); err != nil {
 		return err
@@ -216,7 +225,7 @@ func (k *kubeRun) holderPod(ctx context.Context) (*kube.Machine, corev1.Pod, err
 		return nil, corev1.Pod{}, err
 	}
 	m := k.c.Machine(h[k.vips[0]])
-	pods, err := k.c.Pods(ctx, "ipfailover=ipfailover")
+	pods, err := k.c.Pods(ctx, podSelector)
 	if err != nil {
 		return nil, corev1.Pod{}, err
 	}
@@ -300,7 +309,7 @@ func (k *kubeRun) death(ctx context.Context) error {
 	wctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for {
-		pods, err := c.Pods(wctx, "ipfailover=ipfailover")
+		pods, err := c.Pods(wctx, podSelector)
 		if err != nil {
 			return err
 		}
@@ -333,7 +342,7 @@ func startedAfter(p corev1.Pod, t time.Time) bool {
 
 // confs reads every pod's keepalived.conf, by node.
 func (k *kubeRun) confs(ctx context.Context) (map[string]*keepalived.Conf, error) {
-	pods, err := k.c.Pods(ctx, "ipfailover=ipfailover")
+	pods, err := k.c.Pods(ctx, podSelector)
 	if err != nil {
 		return nil, err
 	}

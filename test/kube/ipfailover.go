@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ipfailover/ipfailover/test/lab"
 )
@@ -85,4 +87,50 @@ func LogTimes(logs []byte, msg string, with ...string) []time.Time {
 		}
 	}
 	return out
+}
+
+// FollowLogs follows the logs of pods in namespace from now on (a pod's log
+// goes with the pod); the function it returns waits until a pod's log ends,
+// the pod gone, and returns it.
+func (c *Cluster) FollowLogs(ctx context.Context, namespace string, pods []corev1.Pod) func(pod string) []byte {
+	logs := map[string]chan []byte{}
+	for _, p := range pods {
+		ch := make(chan []byte, 1)
+		logs[p.Name] = ch
+		go func() {
+			out, _ := c.Kubectl(ctx, "-n", namespace, "logs", "-f", p.Name)
+			ch <- out
+		}()
+	}
+	return func(pod string) []byte {
+		ch, ok := logs[pod]
+		if !ok {
+			return nil
+		}
+		select {
+		case out := <-ch:
+			return out
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Reloads returns, per pod of pods, the times at or after since at which
+// its ipfailover reloaded keepalived with addr added or removed (change),
+// as its log says ("reloaded keepalived ... added=[addr]").
+func (c *Cluster) Reloads(ctx context.Context, namespace string, pods []corev1.Pod, addr netip.Addr, change string, since time.Time) (map[string][]time.Time, error) {
+	out := map[string][]time.Time{}
+	for _, p := range pods {
+		logs, err := c.Kubectl(ctx, "-n", namespace, "logs", p.Name)
+		if err != nil {
+			return nil, fmt.Errorf("logs of %s: %w", p.Name, err)
+		}
+		for _, t := range LogTimes(logs, "reloaded keepalived", change+"=["+addr.String()+"]") {
+			if !t.Before(since) {
+				out[p.Name] = append(out[p.Name], t)
+			}
+		}
+	}
+	return out, nil
 }
