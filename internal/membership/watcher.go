@@ -315,8 +315,12 @@ func isRevisionLabel(k string) bool {
 // listWatch lists and watches the workload's pods, and counts every
 // request as the API server being reachable or not. The reflector retries
 // a watch the API server refused (connection refused, too many requests)
-// by itself, with backoff, without telling the watch error handler: these
-// requests are the only sign of an API server that went away.
+// by itself, without telling the watch error handler: these requests are
+// the only sign of an API server that went away. While the API server
+// cannot be reached at all, the list and the watch try again every Retry
+// themselves: the reflector's own backoff grows to 30 s and more (jitter),
+// and after minutes away the pods would follow the workload again only a
+// minute after the API server came back.
 func (w *Watcher) listWatch(selector string) *cache.ListWatch {
 	res := w.client.Resource(pods).Namespace(w.namespace)
 	narrow := func(o metav1.ListOptions) metav1.ListOptions {
@@ -325,16 +329,41 @@ func (w *Watcher) listWatch(selector string) *cache.ListWatch {
 	}
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := res.List(ctx, narrow(o))
-			w.requested("listing the workload's pods", err)
-			return l, err
+			return untilAnswered(ctx, w, "listing the workload's pods", func() (runtime.Object, error) {
+				return res.List(ctx, narrow(o))
+			})
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			wi, err := res.Watch(ctx, narrow(o))
-			w.requested("watching the workload's pods", err)
-			return wi, err
+			return untilAnswered(ctx, w, "watching the workload's pods", func() (watch.Interface, error) {
+				return res.Watch(ctx, narrow(o))
+			})
 		},
 	}
+}
+
+// untilAnswered runs a request of the watch until the API server answers
+// it (with a result or an error of its own) or ctx ends, every Retry.
+func untilAnswered[T any](ctx context.Context, w *Watcher, what string, request func() (T, error)) (T, error) {
+	for {
+		v, err := request()
+		w.requested(what, err)
+		if err == nil || answered(err) || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(w.retry):
+		}
+	}
+}
+
+// answered says whether err came from the API server itself (a status: too
+// old a resource version, too many requests, forbidden...), which the
+// reflector handles, rather than from not reaching it.
+func answered(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // requested counts the outcome of one of the watch's requests.
@@ -374,7 +403,8 @@ func (w *Watcher) failed(err error) {
 	w.mu.Lock()
 	h := &w.health
 	h.Errors++
-	first := h.Up || h.Err == nil || h.Err.Error() != err.Error()
+	// Once per outage: each retry's error names another source port.
+	first := h.Up
 	if h.Up {
 		h.Up, h.Since = false, time.Now()
 	}
