@@ -418,14 +418,13 @@ func (w *Watcher) failed(err error) {
 func (w *Watcher) reachable() {
 	w.mu.Lock()
 	h := &w.health
-	was := h.Up
+	was, down := h.Up, h.Since
 	if !was {
 		h.Up, h.Since = true, time.Now()
 	}
-	down := h.Since
 	w.mu.Unlock()
 	if !was {
-		w.log.Info("API server answers again", "since", down)
+		w.log.Info("API server answers again", "unreachable_since", down, "for", time.Since(down).Round(time.Millisecond))
 	}
 }
 

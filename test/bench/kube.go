@@ -115,6 +115,9 @@ func (k *kubeRun) measure(ctx context.Context) error {
 		return err
 	}
 	k.r.addSize(rowKubeCP, rss)
+	if err := k.entrypointRSS(rowKubeRSSPods); err != nil {
+		return err
+	}
 	for _, n := range c.Nodes {
 		rss, err := n.RSS()
 		if err != nil {

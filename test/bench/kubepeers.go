@@ -18,13 +18,15 @@ import (
 // as pods join and leave, and a multicast deployment migrated to it.
 const (
 	rowKubeJoinReload   = "kube: a pod joins: its address published → every other keepalived reloaded"
-	rowKubeLeaveReload  = "kube: a pod leaves: its deletion → every other keepalived reloaded"
+	rowKubeLeaveReload  = "kube: a pod leaves: its keepalived stopped → every other keepalived reloaded"
 	rowKubeJoinGap      = "kube: a pod joins (scale 2 → 3): longest gap per VIP"
 	rowKubeJoinTwice    = "kube: a pod joins (scale 2 → 3): VIP on 2 nodes, total per VIP"
 	rowKubeLeaveGap     = "kube: a pod leaves (scale 3 → 2): longest gap per VIP"
 	rowKubeLeaveTwice   = "kube: a pod leaves (scale 3 → 2): VIP on 2 nodes, total per VIP"
 	rowKubeMigrateGap   = "kube: migration multicast → peers from the pods, rolling update with the bridge: longest gap per VIP"
 	rowKubeMigrateTwice = "kube: migration multicast → peers from the pods, rolling update with the bridge: VIP on 2 nodes, total per VIP"
+	rowKubeRSSPods      = "kube: entrypoint RSS at rest, peers from the pods (the informer)"
+	rowKubeRSSMulticast = "kube: entrypoint RSS at rest, multicast (components/multicast), the same binary"
 	// targetReload is the goal for a membership change reaching
 	// every other keepalived (OpenShift's poll: 20-30 s;
 	// keepalived-operator's: 5 s).
@@ -34,18 +36,19 @@ const (
 )
 
 // membership scales the Deployment of three pods down to two and back
-// up: from the leaving pod's deletion (as a watching client sees it) and
-// from the joining pod's publication (its log) to every other keepalived's
-// reload for it (the pods' logs: one clock), and the VIPs under the probes.
+// up: from the leaving pod's keepalived stopping and from the joining
+// pod's publication to every other keepalived's reload for it (the pods'
+// logs: one clock), and the VIPs under the probes.
 func (k *kubeRun) membership(ctx context.Context) error {
 	all := len(k.c.Nodes)
 	began := time.Now()
-	gone, stop, err := k.c.WatchGone(ctx, kube.Namespace, podSelector)
+	before, err := k.pods(ctx, all)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	before, after, err := k.scale(ctx, all, all-1, rowKubeLeaveGap, rowKubeLeaveTwice)
+	// A leaving pod's log goes with it: follow them all from now.
+	follow := k.c.FollowLogs(ctx, kube.Namespace, before)
+	_, after, err := k.scale(ctx, all, all-1, rowKubeLeaveGap, rowKubeLeaveTwice)
 	if err != nil {
 		return err
 	}
@@ -53,11 +56,11 @@ func (k *kubeRun) membership(ctx context.Context) error {
 	if len(left) != 1 {
 		return fmt.Errorf("%d pods left, want one", len(left))
 	}
-	deleted, ok := gone(left[0].Name)
-	if !ok {
-		return fmt.Errorf("the watch never saw %s deleted", left[0].Name)
+	stopped := kube.LogTimes(follow(left[0].Name), "keepalived stopped")
+	if len(stopped) == 0 {
+		return fmt.Errorf("%s left without logging that its keepalived stopped", left[0].Name)
 	}
-	if err := k.reloaded(ctx, rowKubeLeaveReload, left[0], deleted, after, "removed", began); err != nil {
+	if err := k.reloaded(ctx, rowKubeLeaveReload, left[0], stopped[len(stopped)-1], after, "removed", began); err != nil {
 		return err
 	}
 
@@ -128,6 +131,9 @@ func (k *kubeRun) migrate(ctx context.Context) error {
 	if _, err := k.c.Holders(ctx, k.vips, kubeQuiet); err != nil {
 		return err
 	}
+	if err := k.entrypointRSS(rowKubeRSSMulticast); err != nil {
+		return err
+	}
 	var total map[netip.Addr]time.Duration
 	err := k.gaps(ctx, rowKubeMigrateGap, func() error {
 		m := k.c.Lab().MeterSplits(k.vips, k.r.o.Poll, func(h lab.HolderMap) { k.r.o.Log.Debug("holders", "holders", h.String()) })
@@ -150,6 +156,22 @@ func (k *kubeRun) migrate(ctx context.Context) error {
 	for _, v := range k.vips {
 		k.r.add(rowKubeMigrateTwice, Sample{Value: total[v]})
 		k.r.o.Log.Info(rowKubeMigrateTwice, "vip", v, "on_two_nodes", total[v].Round(time.Millisecond))
+	}
+	return nil
+}
+
+// entrypointRSS adds every node's ipfailover process's resident memory
+// to row.
+func (k *kubeRun) entrypointRSS(row string) error {
+	for _, n := range k.c.Nodes {
+		rss, err := n.ProgramRSS("ipfailover")
+		if err != nil {
+			return err
+		}
+		if rss == 0 {
+			return fmt.Errorf("%s: no ipfailover process on %s", row, n.Name)
+		}
+		k.r.addSize(row, rss)
 	}
 	return nil
 }
@@ -221,14 +243,14 @@ func notIn(a, b []corev1.Pod) []corev1.Pod {
 
 // membershipRows are the rows of the peers from the pods, with the
 // issue's goals on the worst.
-func (r *runner) membershipRows(t func(name, rule, shipped string) *Row) {
+func (r *runner) membershipRows(t func(name, rule, shipped string) *Row, size func(name string, u Unit, shipped string) *Row) {
 	probe := fmt.Sprintf("a client connects to every VIP every %s; until the holders settle again", kubeProbe)
 	split := fmt.Sprintf("by netlink dumps of every node every %s", r.o.Poll)
 	row := t(rowKubeJoinReload, "", "")
 	row.Note = "from the new pod's log line (its annotation patched) to the last other pod's \"reloaded keepalived\" with its address added; OpenShift's unicast peers: 20-30 s, keepalived-operator: 5 s"
 	row.Check("worst", targetReload)
 	row = t(rowKubeLeaveReload, "", "")
-	row.Note = "from the leaving pod's deletion, as a client watching the pods sees it (it stays a peer while it terminates), to the last other pod's reload without its address"
+	row.Note = "from the leaving pod's \"keepalived stopped\" (its priority-0 adverts sent; it stays a peer while it terminates, until its containers have ended) to the last other pod's reload without its address"
 	row.Check("worst", targetReload)
 	for _, name := range []string{rowKubeJoinGap, rowKubeLeaveGap} {
 		row := t(name, "", "")
@@ -244,4 +266,6 @@ func (r *runner) membershipRows(t func(name, rule, shipped string) *Row) {
 	row = t(rowKubeMigrateTwice, "", "")
 	row.Note = split + ", over the whole rolling update"
 	row.Check("worst", targetMigrateTwice)
+	size(rowKubeRSSPods, MB, "").Note = "VmRSS of each pod's ipfailover process (keepalived apart), the Deployment settled"
+	size(rowKubeRSSMulticast, MB, "").Note = "the same before the migration: no API client"
 }

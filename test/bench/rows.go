@@ -85,7 +85,7 @@ func (r *runner) kubeRows(t func(name, rule, shipped string) *Row, size func(nam
 	death := t(rowKubeDeath, "3 × advert_int + the best backup's skew", shippedCrash)
 	death.Note = "the node's every process frozen and killed, its link cut, at a random moment of the advert interval; timed by netlink as the crash rows"
 	r.crashBound(death, r.samples[rowKubeDeath])
-	r.membershipRows(t)
+	r.membershipRows(t, size)
 }
 
 // crashBound checks the bound: no crash move beyond 3 × advert_int
