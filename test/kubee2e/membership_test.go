@@ -34,9 +34,12 @@ const (
 	// to every pod watching (they try every 2 s; the metric is read every
 	// second).
 	watchBackBound = 15 * time.Second
-	// apiAway is how long the API server stays away: longer than the
-	// watch's longest backoff (30 s), short enough for CI's budget.
-	apiAway = 90 * time.Second
+	// apiAway is how long the API server stays away: longer than
+	// client-go's longest backoff (30 s), short enough for CI's budget.
+	// The pods reach it through the kubernetes Service, which kube-proxy
+	// serves again 40-70 s after it is back: they are without it for
+	// about two minutes.
+	apiAway = time.Minute
 )
 
 // TestPeersFromPods: the manifests' default mode, unicast with the other
@@ -556,8 +559,8 @@ func TestTwoDeploymentsSameRouterIDs(t *testing.T) {
 					t.Errorf("%s: %s, of the deployment on node3, is on %v", mode, otherVIP, h[otherVIP])
 				}
 			}
-			// Ten advert intervals for the adverts to cross, or not.
-			if err := sleepCtx(ctx, 10*advert); err != nil {
+			// Six advert intervals for the adverts to cross, or not.
+			if err := sleepCtx(ctx, 6*advert); err != nil {
 				t.Fatal(err)
 			}
 			var foreign float64
