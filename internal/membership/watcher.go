@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
 )
 
@@ -62,21 +64,47 @@ func Namespace(fromEnv string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// Client reads and patches pods' metadata, over connections it can close.
+type Client struct {
+	metadata.Interface
+	dialer *connrotation.Dialer
+}
+
 // NewClient connects to the API server from inside a pod, with its service
 // account token. It reads pods' metadata only.
-func NewClient(userAgent string) (metadata.Interface, error) {
+func NewClient(userAgent string) (*Client, error) {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
 		return nil, fmt.Errorf("no way to the API server: %w (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods needs the service account token: automountServiceAccountToken: true)", err)
 	}
 	cfg.UserAgent = userAgent
-	return metadata.NewForConfig(cfg)
+	return clientFor(cfg)
 }
+
+func clientFor(cfg *rest.Config) (*Client, error) {
+	d := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	cfg.Dial = d.DialContext
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Interface: m, dialer: d}, nil
+}
+
+// CloseConnections closes every connection to the API server; the next
+// requests dial again. A connection from an address the node no longer has
+// does not fail by itself: it stalls until HTTP/2's ping gives up (about
+// 45 s), and every request on it (the watch, publishing the new address)
+// with it.
+func (c *Client) CloseConnections() { c.dialer.CloseAll() }
 
 // Options configure a Watcher.
 type Options struct {
 	// Client reads and patches pods (NewClient; a fake in tests).
 	Client metadata.Interface
+	// Reconnect closes the client's connections (Client.CloseConnections);
+	// nil does nothing.
+	Reconnect func()
 	// Namespace and Pod name this pod.
 	Namespace, Pod string
 	Logger         *slog.Logger
@@ -101,6 +129,7 @@ type Health struct {
 // Watcher follows the pods of this pod's workload.
 type Watcher struct {
 	client    metadata.Interface
+	reconnect func()
 	namespace string
 	pod       string
 	log       *slog.Logger
@@ -124,8 +153,11 @@ func New(o Options) *Watcher {
 	if o.Retry <= 0 {
 		o.Retry = 2 * time.Second
 	}
+	if o.Reconnect == nil {
+		o.Reconnect = func() {}
+	}
 	return &Watcher{
-		client: o.Client, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
+		client: o.Client, reconnect: o.Reconnect, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
 		changes: make(chan struct{}, 1),
 		health:  Health{Up: true, Since: time.Now()},
 	}
@@ -241,6 +273,14 @@ func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	w.mu.Unlock()
 	w.log.Info("published this pod's unicast address", "pod", w.pod, "annotation", Annotation, "addresses", value)
 	return nil
+}
+
+// Renumbered publishes addrs, this node's new addresses, over new
+// connections: the open ones leave from an address the node may no longer
+// have. The watch dials again too, and lists again if its history is gone.
+func (w *Watcher) Renumbered(ctx context.Context, addrs []netip.Addr) error {
+	w.reconnect()
+	return w.Publish(ctx, addrs)
 }
 
 // workloadSelector reads this pod and makes the selector of its workload.
