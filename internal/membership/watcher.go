@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -111,6 +112,9 @@ type Options struct {
 	// Retry is the pause between attempts to read or patch this pod while
 	// the API server refuses; default 2 s.
 	Retry time.Duration
+	// Linger is how long a renumbered pod's old address stays a peer;
+	// default FormerLinger.
+	Linger time.Duration
 }
 
 // Health is the state of the API server connection.
@@ -134,10 +138,15 @@ type Watcher struct {
 	pod       string
 	log       *slog.Logger
 	retry     time.Duration
+	lingerFor time.Duration
 
 	changes chan struct{}
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// former are, per pod, the addresses it published before it
+	// renumbered, and until when they stay peers.
+	former    map[string]map[netip.Addr]time.Time
+	linger    *time.Timer
 	selector  string
 	published string
 	view      View
@@ -153,11 +162,14 @@ func New(o Options) *Watcher {
 	if o.Retry <= 0 {
 		o.Retry = 2 * time.Second
 	}
+	if o.Linger <= 0 {
+		o.Linger = FormerLinger
+	}
 	if o.Reconnect == nil {
 		o.Reconnect = func() {}
 	}
 	return &Watcher{
-		client: o.Client, reconnect: o.Reconnect, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
+		client: o.Client, reconnect: o.Reconnect, lingerFor: o.Linger, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
 		changes: make(chan struct{}, 1),
 		health:  Health{Up: true, Since: time.Now()},
 	}
@@ -484,6 +496,7 @@ func (w *Watcher) update() {
 		}
 	}
 	v := viewOf(podsNow, w.pod)
+	w.lingerFormer(v)
 	changed := !v.Equal(w.view)
 	w.view = v
 	w.mu.Unlock()
@@ -492,6 +505,62 @@ func (w *Watcher) update() {
 		case w.changes <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// FormerLinger is how long a renumbered pod's old address stays a peer
+// (Options.Linger).
+// Its keepalived says goodbye from the old address as it recreates its
+// instances, milliseconds after the others' watches carry the new one;
+// heard, the goodbye hands that node's VIPs over at once, where without it
+// they wait for the master-down timer (3 s).
+const FormerLinger = 3 * time.Second
+
+// lingerFormer sets the Former addresses of v's members from the last
+// view, and arranges an update for when the first of them expires. w.mu
+// is held.
+func (w *Watcher) lingerFormer(v View) {
+	now := time.Now()
+	prev := map[string]Member{}
+	for _, m := range w.view.Members {
+		prev[m.Pod] = m
+	}
+	former := map[string]map[netip.Addr]time.Time{}
+	var next time.Time
+	for i := range v.Members {
+		m := &v.Members[i]
+		p, ok := prev[m.Pod]
+		if !ok || m.Self {
+			continue
+		}
+		for _, a := range slices.Concat(p.Addrs, p.Former) {
+			if slices.Contains(m.Addrs, a) {
+				continue
+			}
+			until, ok := w.former[m.Pod][a]
+			if !ok {
+				until = now.Add(w.lingerFor)
+			}
+			if !until.After(now) {
+				continue
+			}
+			if former[m.Pod] == nil {
+				former[m.Pod] = map[netip.Addr]time.Time{}
+			}
+			former[m.Pod][a] = until
+			m.Former = append(m.Former, a)
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
+		}
+		slices.SortFunc(m.Former, netip.Addr.Compare)
+	}
+	w.former = former
+	if !next.IsZero() {
+		if w.linger != nil {
+			w.linger.Stop()
+		}
+		w.linger = time.AfterFunc(time.Until(next)+time.Millisecond, w.update)
 	}
 }
 
