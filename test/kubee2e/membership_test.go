@@ -97,7 +97,7 @@ func TestPeersFromPods(t *testing.T) {
 		if len(joined) != 1 {
 			t.Fatalf("new pods %v, want one", joined)
 		}
-		subject := logsOf(ctx, t, c, kube.Namespace, joined[0].Name)
+		subject := logsOf(ctx, t, c, joined[0].Name)
 		published := kube.LogTimes(subject, "published this pod's unicast address")
 		// (The others may log their reload a few milliseconds before the
 		// new pod logs the answer to its patch.)
@@ -197,7 +197,7 @@ func TestPeersFromPods(t *testing.T) {
 		checkNoDuplicates(ctx, t, c)
 		if t.Failed() {
 			for _, p := range pods {
-				t.Logf("%s on %s:\n%s", p.Name, p.Spec.NodeName, eventsIn(logsOf(ctx, t, c, kube.Namespace, p.Name), began))
+				t.Logf("%s on %s:\n%s", p.Name, p.Spec.NodeName, eventsIn(logsOf(ctx, t, c, p.Name), began))
 			}
 		}
 	})
@@ -488,10 +488,10 @@ func nodeAddr(t *testing.T, c *kube.Cluster, p corev1.Pod) netip.Addr {
 	return m.Lab().Addr4
 }
 
-// logsOf is a pod's log (its current container's).
-func logsOf(ctx context.Context, t *testing.T, c *kube.Cluster, namespace, pod string) []byte {
+// logsOf is the log of a pod of kube.Namespace (its current container's).
+func logsOf(ctx context.Context, t *testing.T, c *kube.Cluster, pod string) []byte {
 	t.Helper()
-	out, err := c.Kubectl(ctx, "-n", namespace, "logs", pod)
+	out, err := c.Kubectl(ctx, "-n", kube.Namespace, "logs", pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +518,7 @@ func listedAfter(ctx context.Context, t *testing.T, c *kube.Cluster, subject cor
 	for _, o := range others {
 		ts := reloads[o.Name]
 		if len(ts) == 0 {
-			logs := logsOf(ctx, t, c, kube.Namespace, o.Name)
+			logs := logsOf(ctx, t, c, o.Name)
 			var lines []string
 			for _, l := range strings.Split(string(logs), "\n") {
 				if strings.Contains(l, "reloaded keepalived") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
@@ -861,7 +861,7 @@ func TestMigrationToUnicast(t *testing.T) {
 		waitMetric(ctx, t, c, n, "ipfailover_multicast_bridge_active", 0)
 	}
 	for _, p := range pods {
-		if !bytes.Contains(logsOf(ctx, t, c, kube.Namespace, p.Name), []byte("multicast bridge")) {
+		if !bytes.Contains(logsOf(ctx, t, c, p.Name), []byte("multicast bridge")) {
 			t.Logf("%s never relayed (it came up after the last multicast pod)", p.Name)
 		}
 	}
