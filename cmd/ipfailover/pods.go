@@ -56,7 +56,7 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	if err != nil {
 		return nil, &plan.ConfigError{Err: err}
 	}
-	w := membership.New(membership.Options{Client: client, Namespace: ns, Pod: cfg.PodName, Logger: log})
+	w := membership.New(membership.Options{Client: client, Reconnect: client.CloseConnections, Namespace: ns, Pod: cfg.PodName, Logger: log})
 	log.Info("finding the unicast peers: the other pods of this pod's workload", "pod", cfg.PodName, "namespace", ns)
 	if err := w.Start(ctx, p.SourceAddrs()); err != nil {
 		return nil, fmt.Errorf("watching the workload's pods: %w", err)

@@ -120,9 +120,10 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) {
 		}
 		if src := p.SourceAddrs(); !slices.Equal(src, r.current.SourceAddrs()) {
 			// The others must list the new address before keepalived
-			// sends from it (they ignore adverts from other sources).
+			// sends from it (they ignore adverts from other sources);
+			// publish it over new connections, from the new address.
 			pctx, cancel := context.WithTimeout(ctx, publishWait)
-			err := r.pods.w.Publish(pctx, src)
+			err := r.pods.w.Renumbered(pctx, src)
 			cancel()
 			if err != nil {
 				r.log.Warn("this node's new address is not published yet; keepalived sends from it anyway", "addresses", fmt.Sprint(src), "error", err)

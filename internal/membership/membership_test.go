@@ -101,7 +101,7 @@ func TestView(t *testing.T) {
 func watcher(t *testing.T, client *fake.FakeMetadataClient, addr string) (*Watcher, *syncbuf.Buffer) {
 	t.Helper()
 	var log syncbuf.Buffer
-	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond})
+	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Linger: 300 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := w.Start(ctx, addrs(addr)); err != nil {
@@ -188,6 +188,21 @@ func TestWatcherFollowsTheWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitView(t, w, "without b", peersAre("192.0.2.13"))
+
+	// Another node renumbered: its old address stays a peer for the
+	// Linger, next to the new one, then goes.
+	if err := tracker.Update(pods, pod("c", workload("new"), "192.0.2.71"), ns); err != nil {
+		t.Fatal(err)
+	}
+	changed := time.Now()
+	v = waitView(t, w, "shows c's new address", peersAre("192.0.2.13", "192.0.2.71"))
+	if v.Members[0].Pod != "c" || fmt.Sprint(v.Members[0].Former) != "[192.0.2.13]" {
+		t.Errorf("members %+v, want c's former address 192.0.2.13", v.Members)
+	}
+	waitView(t, w, "without c's old address", peersAre("192.0.2.71"))
+	if d := time.Since(changed); d < 300*time.Millisecond {
+		t.Errorf("c's old address went after %s, before the linger (300ms)", d)
+	}
 
 	// A renumbered node: the pod publishes its new address.
 	if err := w.Publish(context.Background(), addrs("192.0.2.21")); err != nil {

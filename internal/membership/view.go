@@ -36,6 +36,11 @@ type Member struct {
 	Terminating bool
 	// In says that Addrs are peers (for Self: that it publishes them).
 	In bool
+	// Former are addresses the pod published until it renumbered, peers
+	// for FormerLinger more, so that the goodbye its keepalived sends from
+	// the old address as it recreates its instances is heard (the others'
+	// watches are faster than its reload).
+	Former []netip.Addr
 	// Why says why the pod is in or out, for people.
 	Why string
 }
@@ -61,7 +66,7 @@ func (v View) Peers() []netip.Addr {
 		if m.Self || !m.In {
 			continue
 		}
-		for _, a := range m.Addrs {
+		for _, a := range slices.Concat(m.Addrs, m.Former) {
 			if !self[a] && !slices.Contains(out, a) {
 				out = append(out, a)
 			}
@@ -87,7 +92,7 @@ func (v View) Unpublished() []string {
 // Equal says whether two views list the same pods the same way.
 func (v View) Equal(o View) bool {
 	return slices.EqualFunc(v.Members, o.Members, func(a, b Member) bool {
-		return a.Pod == b.Pod && slices.Equal(a.Addrs, b.Addrs) && a.Self == b.Self &&
+		return a.Pod == b.Pod && slices.Equal(a.Addrs, b.Addrs) && slices.Equal(a.Former, b.Former) && a.Self == b.Self &&
 			a.Terminating == b.Terminating && a.In == b.In && a.Why == b.Why
 	})
 }

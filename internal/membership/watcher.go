@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
 )
 
@@ -62,27 +65,56 @@ func Namespace(fromEnv string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// Client reads and patches pods' metadata, over connections it can close.
+type Client struct {
+	metadata.Interface
+	dialer *connrotation.Dialer
+}
+
 // NewClient connects to the API server from inside a pod, with its service
 // account token. It reads pods' metadata only.
-func NewClient(userAgent string) (metadata.Interface, error) {
+func NewClient(userAgent string) (*Client, error) {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
 		return nil, fmt.Errorf("no way to the API server: %w (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods needs the service account token: automountServiceAccountToken: true)", err)
 	}
 	cfg.UserAgent = userAgent
-	return metadata.NewForConfig(cfg)
+	return clientFor(cfg)
 }
+
+func clientFor(cfg *rest.Config) (*Client, error) {
+	d := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	cfg.Dial = d.DialContext
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Interface: m, dialer: d}, nil
+}
+
+// CloseConnections closes every connection to the API server; the next
+// requests dial again. A connection from an address the node no longer has
+// does not fail by itself: it stalls until HTTP/2's ping gives up (about
+// 45 s), and every request on it (the watch, publishing the new address)
+// with it.
+func (c *Client) CloseConnections() { c.dialer.CloseAll() }
 
 // Options configure a Watcher.
 type Options struct {
 	// Client reads and patches pods (NewClient; a fake in tests).
 	Client metadata.Interface
+	// Reconnect closes the client's connections (Client.CloseConnections);
+	// nil does nothing.
+	Reconnect func()
 	// Namespace and Pod name this pod.
 	Namespace, Pod string
 	Logger         *slog.Logger
 	// Retry is the pause between attempts to read or patch this pod while
 	// the API server refuses; default 2 s.
 	Retry time.Duration
+	// Linger is how long a renumbered pod's old address stays a peer;
+	// default FormerLinger.
+	Linger time.Duration
 }
 
 // Health is the state of the API server connection.
@@ -101,14 +133,20 @@ type Health struct {
 // Watcher follows the pods of this pod's workload.
 type Watcher struct {
 	client    metadata.Interface
+	reconnect func()
 	namespace string
 	pod       string
 	log       *slog.Logger
 	retry     time.Duration
+	lingerFor time.Duration
 
 	changes chan struct{}
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// former are, per pod, the addresses it published before it
+	// renumbered, and until when they stay peers.
+	former    map[string]map[netip.Addr]time.Time
+	linger    *time.Timer
 	selector  string
 	published string
 	view      View
@@ -124,8 +162,14 @@ func New(o Options) *Watcher {
 	if o.Retry <= 0 {
 		o.Retry = 2 * time.Second
 	}
+	if o.Linger <= 0 {
+		o.Linger = FormerLinger
+	}
+	if o.Reconnect == nil {
+		o.Reconnect = func() {}
+	}
 	return &Watcher{
-		client: o.Client, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
+		client: o.Client, reconnect: o.Reconnect, lingerFor: o.Linger, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
 		changes: make(chan struct{}, 1),
 		health:  Health{Up: true, Since: time.Now()},
 	}
@@ -241,6 +285,14 @@ func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	w.mu.Unlock()
 	w.log.Info("published this pod's unicast address", "pod", w.pod, "annotation", Annotation, "addresses", value)
 	return nil
+}
+
+// Renumbered publishes addrs, this node's new addresses, over new
+// connections: the open ones leave from an address the node may no longer
+// have. The watch dials again too, and lists again if its history is gone.
+func (w *Watcher) Renumbered(ctx context.Context, addrs []netip.Addr) error {
+	w.reconnect()
+	return w.Publish(ctx, addrs)
 }
 
 // workloadSelector reads this pod and makes the selector of its workload.
@@ -444,6 +496,7 @@ func (w *Watcher) update() {
 		}
 	}
 	v := viewOf(podsNow, w.pod)
+	w.lingerFormer(v)
 	changed := !v.Equal(w.view)
 	w.view = v
 	w.mu.Unlock()
@@ -452,6 +505,62 @@ func (w *Watcher) update() {
 		case w.changes <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// FormerLinger is how long a renumbered pod's old address stays a peer
+// (Options.Linger).
+// Its keepalived says goodbye from the old address as it recreates its
+// instances, milliseconds after the others' watches carry the new one;
+// heard, the goodbye hands that node's VIPs over at once, where without it
+// they wait for the master-down timer (3 s).
+const FormerLinger = 3 * time.Second
+
+// lingerFormer sets the Former addresses of v's members from the last
+// view, and arranges an update for when the first of them expires. w.mu
+// is held.
+func (w *Watcher) lingerFormer(v View) {
+	now := time.Now()
+	prev := map[string]Member{}
+	for _, m := range w.view.Members {
+		prev[m.Pod] = m
+	}
+	former := map[string]map[netip.Addr]time.Time{}
+	var next time.Time
+	for i := range v.Members {
+		m := &v.Members[i]
+		p, ok := prev[m.Pod]
+		if !ok || m.Self {
+			continue
+		}
+		for _, a := range slices.Concat(p.Addrs, p.Former) {
+			if slices.Contains(m.Addrs, a) {
+				continue
+			}
+			until, ok := w.former[m.Pod][a]
+			if !ok {
+				until = now.Add(w.lingerFor)
+			}
+			if !until.After(now) {
+				continue
+			}
+			if former[m.Pod] == nil {
+				former[m.Pod] = map[netip.Addr]time.Time{}
+			}
+			former[m.Pod][a] = until
+			m.Former = append(m.Former, a)
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
+		}
+		slices.SortFunc(m.Former, netip.Addr.Compare)
+	}
+	w.former = former
+	if !next.IsZero() {
+		if w.linger != nil {
+			w.linger.Stop()
+		}
+		w.linger = time.AfterFunc(time.Until(next)+time.Millisecond, w.update)
 	}
 }
 

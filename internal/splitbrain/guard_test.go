@@ -555,6 +555,31 @@ func TestGuardReplan(t *testing.T) {
 			t.Errorf("%+v: adverts of a listed pod counted", f)
 		}
 	}
+
+	// 192.0.2.13 renumbered to 192.0.2.71: its last adverts from the old
+	// address, sent before its keepalived reloaded, are a member's for a
+	// while (3 advert intervals); later ones are foreign again.
+	gt.g.Replan(testPlanWith(t, raw, "192.0.2.11/24", "192.0.2.12", "192.0.2.71"))
+	gt.vrrp4.in <- packetIn{b: member, from: from}
+	gt.vrrp4.in <- packetIn{b: member, from: &net.IPAddr{IP: net.ParseIP("192.0.2.15")}}
+	gt.waitFor("an advert from a third unlisted pod counted", func() bool { return len(gt.g.Snapshot().Foreign) == 3 })
+	for _, f := range gt.g.Snapshot().Foreign {
+		if f.Source == "192.0.2.13" && f.Adverts != 1 {
+			t.Errorf("%+v: the adverts of a peer that just renumbered counted", f)
+		}
+	}
+	gt.g.expectMu.Lock()
+	gt.g.departed[netip.MustParseAddr("192.0.2.13")] = time.Now().Add(-4 * time.Second)
+	gt.g.expectMu.Unlock()
+	gt.vrrp4.in <- packetIn{b: member, from: from}
+	gt.waitFor("an advert from the old address counted after the grace", func() bool {
+		for _, f := range gt.g.Snapshot().Foreign {
+			if f.Source == "192.0.2.13" && f.Adverts == 2 {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // TestGuardOpenErrors: a guard needs its plan, host and keepalived.

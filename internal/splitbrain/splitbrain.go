@@ -165,8 +165,15 @@ type Guard struct {
 
 	foreign *foreign
 	// expect is what members' adverts look like; Replan changes it.
-	expectMu sync.RWMutex
-	expect   map[key]expectation
+	// departed are the unicast peers a Replan dropped, and when: a
+	// renumbered node's last adverts from its old address, sent before
+	// its keepalived reloaded, still arrive after this node dropped that
+	// address (on the cluster, a handful within 2 ms). Within
+	// departedGrace they are a member's.
+	expectMu      sync.RWMutex
+	expect        map[key]expectation
+	departed      map[netip.Addr]time.Time
+	departedGrace time.Duration
 
 	// held are the VIPs on the interface at the last listing, for the
 	// readers to drop claims on VIPs this node does not hold without
@@ -299,7 +306,24 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 // then a member's, not a foreign speaker's, in Go and in the kernel filter.
 func (g *Guard) Replan(p *plan.Plan) {
 	e := expectations(p)
+	now := time.Now()
 	g.expectMu.Lock()
+	if g.departed == nil {
+		g.departed = map[netip.Addr]time.Time{}
+	}
+	g.departedGrace = 3 * p.Config.AdvertInterval
+	for a, at := range g.departed {
+		if now.Sub(at) > g.departedGrace || peerIn(e, a) {
+			delete(g.departed, a)
+		}
+	}
+	for _, old := range g.expect {
+		for _, a := range old.peers {
+			if !peerIn(e, a) {
+				g.departed[a] = now
+			}
+		}
+	}
 	g.expect = e
 	g.expectMu.Unlock()
 	for _, s := range []struct {
@@ -314,6 +338,16 @@ func (g *Guard) Replan(p *plan.Plan) {
 			g.log.Warn("the VRRP socket keeps its old filter: adverts of new members may count as foreign", "error", err)
 		}
 	}
+}
+
+// peerIn says whether a is a unicast peer of any router id of e.
+func peerIn(e map[key]expectation, a netip.Addr) bool {
+	for _, x := range e {
+		if slices.Contains(x.peers, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Snapshot is what the guard has seen, for the metrics.
@@ -783,9 +817,14 @@ func (g *Guard) advert(b []byte, src netip.Addr, v6 bool) {
 	}
 	g.expectMu.RLock()
 	e, ok := g.expect[key{v6: v6, vrid: a.vrid}]
+	left, departed := g.departed[src]
+	departed = departed && time.Since(left) <= g.departedGrace
 	g.expectMu.RUnlock()
 	if !ok {
 		return
+	}
+	if departed && e.peers != nil {
+		e.peers = append(slices.Clone(e.peers), src)
 	}
 	diffs := e.differences(a, src)
 	if len(diffs) == 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,11 @@ const (
 	// serves again 40-70 s after it is back: they are without it for
 	// about two minutes.
 	apiAway = time.Minute
+	// renumberBound bounds the time from a node's address changing to
+	// every other pod running keepalived with the new one: inside the
+	// master-down interval, so that the others hear the renumbered node
+	// before it would take their VIPs.
+	renumberBound = masterDown
 )
 
 // TestPeersFromPods: the manifests' default mode, unicast with the other
@@ -91,7 +97,7 @@ func TestPeersFromPods(t *testing.T) {
 		if len(joined) != 1 {
 			t.Fatalf("new pods %v, want one", joined)
 		}
-		subject := logsOf(ctx, t, c, kube.Namespace, joined[0].Name)
+		subject := logsOf(ctx, t, c, joined[0].Name)
 		published := kube.LogTimes(subject, "published this pod's unicast address")
 		// (The others may log their reload a few milliseconds before the
 		// new pod logs the answer to its patch.)
@@ -110,6 +116,90 @@ func TestPeersFromPods(t *testing.T) {
 		}
 		checkListed(ctx, t, c, pods)
 		checkNoDuplicates(ctx, t, c)
+	})
+
+	t.Run("renumber: a node's address changes and changes back", func(t *testing.T) {
+		h := settled(ctx, t, c, vips)
+		// The node of the first VIP's master, so that its VIPs must stay
+		// put (or move once) while its source address changes.
+		var m *kube.Machine
+		for _, n := range c.Nodes {
+			if n.Lab() == h[vips[0]] {
+				m = n
+			}
+		}
+		if m == nil {
+			t.Fatalf("%s is on no node of the cluster", vips[0])
+		}
+		var subject corev1.Pod
+		for _, p := range pods {
+			if p.Spec.NodeName == m.Name {
+				subject = p
+			}
+		}
+		old, moved := m.Lab().Addr4, netip.MustParseAddr(renumberedAddr)
+		others := slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return p.Name == subject.Name })
+		var total, longest map[netip.Addr]time.Duration
+		var took [2]time.Duration
+		began := time.Now()
+		t.Cleanup(func() {
+			// Back to the old address if the test stopped half-way.
+			_, _ = m.Lab().Exec(context.Background(), "ip", "addr", "add", old.String()+"/24", "dev", "eth0")
+			_, _ = m.Lab().Exec(context.Background(), "ip", "addr", "del", moved.String()+"/24", "dev", "eth0")
+		})
+		gaps, err := c.ProbeDuring(ctx, targets(vips), probeEvery, func() error {
+			ms := c.Lab().MeterSplits(vips, probeEvery, func(h lab.HolderMap) { t.Logf("holders %s", h) })
+			defer func() { total, longest = ms.Stop() }()
+			var gone time.Time
+			for i, step := range [][2]netip.Addr{{old, moved}, {moved, old}} {
+				at, err := renumber(ctx, m.Lab(), step[0], step[1])
+				if err != nil {
+					return err
+				}
+				if i == 0 {
+					gone = at
+				} else {
+					renumberedFor(old, gone, at)
+				}
+				d, err := listedEverywhere(ctx, c, others, step[1], at)
+				if err != nil {
+					return err
+				}
+				took[i] = d
+				t.Logf("%s renumbered %s to %s: every other pod runs keepalived with %s %s later", m.Name, step[0], step[1], step[1], d.Round(time.Millisecond))
+				// Renumbered, the node's kubelet cannot reach the API
+				// server (its connections leave from the old address):
+				// back well before the node counts as not ready (16 s
+				// here, 40 s by default).
+				settle := quiet
+				if i == 0 {
+					settle = 2 * advert
+				}
+				if _, err := c.Holders(ctx, vips, settle); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range took {
+			if d > renumberBound {
+				t.Errorf("renumber %d: the other pods listed the new address %s after it was made, want at most %s", i+1, d.Round(time.Millisecond), renumberBound)
+			}
+		}
+		// The renumbered node's goodbye from its old address (still
+		// listed for a while) hands its VIPs over as in a rollout.
+		checkGaps(t, "a node renumbered twice", gaps)
+		checkSplits(t, "a node renumbered", total, longest)
+		checkListed(ctx, t, c, pods)
+		checkNoDuplicates(ctx, t, c)
+		if t.Failed() {
+			for _, p := range pods {
+				t.Logf("%s on %s:\n%s", p.Name, p.Spec.NodeName, eventsIn(logsOf(ctx, t, c, p.Name), began))
+			}
+		}
 	})
 
 	t.Run("the API server away for minutes", func(t *testing.T) {
@@ -248,6 +338,109 @@ func TestPeersFromPods(t *testing.T) {
 	checkEvents(ctx, t, c, since)
 }
 
+// renumberedAddr is the address a node moves to and back from.
+const renumberedAddr = "192.0.2.71"
+
+// renumber moves n's address from to to the way a DHCP renewal or an
+// operator does: to added (a secondary), from deleted (to promoted), and
+// returns when from went.
+func renumber(ctx context.Context, n *lab.Node, from, to netip.Addr) (time.Time, error) {
+	for _, argv := range [][]string{
+		{"sysctl", "-qw", "net.ipv4.conf.eth0.promote_secondaries=1"},
+		{"ip", "addr", "add", to.String() + "/24", "dev", "eth0"},
+		{"ip", "addr", "del", from.String() + "/24", "dev", "eth0"},
+	} {
+		if _, err := n.Exec(ctx, argv...); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return time.Now(), nil
+}
+
+// listedEverywhere waits until every pod of others runs keepalived with
+// addr among its peers, and returns how long after since the last one
+// started to (zero for a pod that listed it already: a renumbered node's
+// former address stays listed for a while).
+func listedEverywhere(ctx context.Context, c *kube.Cluster, others []corev1.Pod, addr netip.Addr, since time.Time) (time.Duration, error) {
+	for {
+		var last time.Time
+		all := true
+		for _, o := range others {
+			logs, err := c.Kubectl(ctx, "-n", kube.Namespace, "logs", o.Name)
+			if err != nil {
+				return 0, err
+			}
+			at, ok := listedAt(logs, addr, since)
+			if !ok {
+				all = false
+				break
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+		if all {
+			return max(last.Sub(since), 0), nil
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return 0, fmt.Errorf("waiting for every pod to list %s: %w", addr, err)
+		}
+	}
+}
+
+var reloadPeers = regexp.MustCompile(`^time=(\S+) .*msg="reloaded keepalived" .*peers="?\[([^\]]*)\]`)
+
+// listedAt reads a pod's reloads: since when, from since on, its keepalived
+// has listed addr (since itself when it did already).
+func listedAt(logs []byte, addr netip.Addr, since time.Time) (time.Time, bool) {
+	var at time.Time
+	listed := false
+	for _, l := range strings.Split(string(logs), "\n") {
+		m := reloadPeers.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			continue
+		}
+		has := slices.Contains(strings.Fields(m[2]), addr.String())
+		switch {
+		case has && !listed:
+			listed, at = true, t
+			if t.Before(since) {
+				at = since
+			}
+		case !has:
+			listed = false
+		}
+	}
+	return at, listed
+}
+
+// eventsIn are the lines of a pod's log from since on that say what
+// happened: keepalived's state changes and reloads, ipfailover's lines but
+// its debug ones.
+func eventsIn(log []byte, since time.Time) string {
+	var out []string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "level=DEBUG") || strings.Contains(l, "Printing VRRP") || strings.Contains(l, "Truncating") {
+			continue
+		}
+		if ts := kube.LogTimes([]byte(l), ""); len(ts) == 1 && ts[0].Before(since) {
+			continue
+		}
+		// keepalived's own lines: "Wed Nov 25 22:10:23 2026: ...", UTC.
+		if stamp, _, ok := strings.Cut(l, ": "); ok {
+			if ts, err := time.Parse(time.ANSIC, stamp); err == nil && ts.Before(since.Truncate(time.Second)) {
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
 // readyPods waits until n ipfailover pods are Ready, on n nodes, and no
 // other is left, and returns them.
 func readyPods(ctx context.Context, t *testing.T, c *kube.Cluster, n int) []corev1.Pod {
@@ -295,10 +488,10 @@ func nodeAddr(t *testing.T, c *kube.Cluster, p corev1.Pod) netip.Addr {
 	return m.Lab().Addr4
 }
 
-// logsOf is a pod's log (its current container's).
-func logsOf(ctx context.Context, t *testing.T, c *kube.Cluster, namespace, pod string) []byte {
+// logsOf is the log of a pod of kube.Namespace (its current container's).
+func logsOf(ctx context.Context, t *testing.T, c *kube.Cluster, pod string) []byte {
 	t.Helper()
-	out, err := c.Kubectl(ctx, "-n", namespace, "logs", pod)
+	out, err := c.Kubectl(ctx, "-n", kube.Namespace, "logs", pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +518,7 @@ func listedAfter(ctx context.Context, t *testing.T, c *kube.Cluster, subject cor
 	for _, o := range others {
 		ts := reloads[o.Name]
 		if len(ts) == 0 {
-			logs := logsOf(ctx, t, c, kube.Namespace, o.Name)
+			logs := logsOf(ctx, t, c, o.Name)
 			var lines []string
 			for _, l := range strings.Split(string(logs), "\n") {
 				if strings.Contains(l, "reloaded keepalived") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
@@ -668,7 +861,7 @@ func TestMigrationToUnicast(t *testing.T) {
 		waitMetric(ctx, t, c, n, "ipfailover_multicast_bridge_active", 0)
 	}
 	for _, p := range pods {
-		if !bytes.Contains(logsOf(ctx, t, c, kube.Namespace, p.Name), []byte("multicast bridge")) {
+		if !bytes.Contains(logsOf(ctx, t, c, p.Name), []byte("multicast bridge")) {
 			t.Logf("%s never relayed (it came up after the last multicast pod)", p.Name)
 		}
 	}
