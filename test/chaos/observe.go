@@ -1,0 +1,190 @@
+package chaos
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Observed is a node whose addresses the Observer follows: a network
+// namespace and the interface that carries the VIPs.
+type Observed struct {
+	Name, Netns, Link string
+}
+
+// Observer follows, from netlink notifications in every node's namespace,
+// which node holds each VIP: the VIP on the node's interface while the
+// interface is up and has its carrier. Each change is timed when the
+// notification arrives. A node whose link is cut or down keeps its
+// addresses but answers nothing, so it holds nothing.
+type Observer struct {
+	vips []netip.Addr
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	nodes   []*observedNode
+	changes Holdings
+	errs    []error
+}
+
+type observedNode struct {
+	Observed
+	index   int
+	running bool
+	addrs   map[netip.Addr]bool
+}
+
+// Observe starts following vips on nodes.
+func Observe(nodes []Observed, vips []netip.Addr) (*Observer, error) {
+	o := &Observer{vips: vips, done: make(chan struct{}), changes: Holdings{}}
+	for _, n := range nodes {
+		if err := o.follow(n); err != nil {
+			o.Stop()
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func (o *Observer) follow(n Observed) error {
+	ns, err := netns.GetFromName(n.Netns)
+	if err != nil {
+		return fmt.Errorf("opening netns %s: %w", n.Netns, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", n.Netns, err)
+	}
+	link, err := h.LinkByName(n.Link)
+	h.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Name, err)
+	}
+	on := &observedNode{Observed: n, index: link.Attrs().Index, addrs: map[netip.Addr]bool{}}
+	o.mu.Lock()
+	o.nodes = append(o.nodes, on)
+	o.mu.Unlock()
+
+	addrs := make(chan netlink.AddrUpdate, 256)
+	links := make(chan netlink.LinkUpdate, 64)
+	// The subscriptions fail with whatever their closed sockets say once
+	// Stop closed them: only errors before that count.
+	onErr := func(err error) {
+		select {
+		case <-o.done:
+			return
+		default:
+		}
+		o.mu.Lock()
+		o.errs = append(o.errs, fmt.Errorf("%s at %s: netlink: %w", n.Name, time.Now().Format(time.StampMilli), err))
+		o.mu.Unlock()
+	}
+	// A subscription whose channel closes before Stop has stopped
+	// following the node: the timeline cannot be trusted after that.
+	lost := func(what string) {
+		onErr(fmt.Errorf("stopped following %s", what))
+	}
+	if err := netlink.LinkSubscribeWithOptions(links, o.done, netlink.LinkSubscribeOptions{
+		Namespace: &ns, ListExisting: true, ErrorCallback: onErr, ReceiveBufferSize: 1 << 20,
+	}); err != nil {
+		return fmt.Errorf("%s: following links: %w", n.Name, err)
+	}
+	if err := netlink.AddrSubscribeWithOptions(addrs, o.done, netlink.AddrSubscribeOptions{
+		Namespace: &ns, ListExisting: true, ErrorCallback: onErr, ReceiveBufferSize: 1 << 20,
+	}); err != nil {
+		return fmt.Errorf("%s: following addresses: %w", n.Name, err)
+	}
+	o.wg.Go(func() {
+		// Until both subscriptions end: Stop closes their sockets, which
+		// closes the channels.
+		for links != nil || addrs != nil {
+			select {
+			case u, ok := <-links:
+				if !ok {
+					lost("the link")
+					links = nil
+					continue
+				}
+				if u.Attrs().Index != on.index {
+					continue
+				}
+				running := u.Attrs().OperState == netlink.OperUp || u.Attrs().RawFlags&unix.IFF_RUNNING != 0
+				o.update(time.Now(), func() { on.running = running })
+			case u, ok := <-addrs:
+				if !ok {
+					lost("the addresses")
+					addrs = nil
+					continue
+				}
+				a, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+				if !ok || u.LinkIndex != on.index {
+					continue
+				}
+				a = a.Unmap()
+				o.update(time.Now(), func() {
+					if u.NewAddr {
+						on.addrs[a] = true
+					} else {
+						delete(on.addrs, a)
+					}
+				})
+			}
+		}
+	})
+	return nil
+}
+
+// update applies change and notes every VIP whose holders it changed.
+func (o *Observer) update(at time.Time, change func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	change()
+	for _, v := range o.vips {
+		h := o.holdersLocked(v)
+		cs := o.changes[v]
+		if n := len(cs); n > 0 && slices.Equal(cs[n-1].Holders, h) {
+			continue
+		}
+		o.changes[v] = append(cs, HolderChange{At: at, Holders: h})
+	}
+}
+
+func (o *Observer) holdersLocked(v netip.Addr) []string {
+	h := []string{}
+	for _, n := range o.nodes {
+		if n.running && n.addrs[v] {
+			h = append(h, n.Name)
+		}
+	}
+	slices.Sort(h)
+	return h
+}
+
+// Holders returns the holders of v now.
+func (o *Observer) Holders(v netip.Addr) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.holdersLocked(v)
+}
+
+// Stop ends following and returns every VIP's changes and the errors the
+// subscriptions met.
+func (o *Observer) Stop() (Holdings, []error) {
+	select {
+	case <-o.done:
+	default:
+		close(o.done)
+	}
+	o.wg.Wait()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.changes, o.errs
+}
