@@ -44,7 +44,9 @@ type Data struct {
 	// Probes are each VIP's probes, in the order of VIPs.
 	Probes   [][]Probe
 	Holdings Holdings
-	Records  []Record
+	// Entries are the client's neighbour entries of the VIPs.
+	Entries Entries
+	Records []Record
 	// Allowance is how long after a fault's recovery its effects may
 	// still show: preemption back to the returning node takes up to 3
 	// advert intervals and its skew.
@@ -89,9 +91,12 @@ type VIPResult struct {
 	// Availability is the share of the run in no outage.
 	Availability float64
 	// Down is the summed length of the outages.
-	Down     time.Duration
-	Outages  []Outage
-	Charges  []Charge
+	Down    time.Duration
+	Outages []Outage
+	Charges []Charge
+	// Held are, per outage, the part held to a limit and the limit (see
+	// measure); zero for an unexplained outage.
+	Held     []Measure
 	Doubles  []Interval
 	DCharges []Charge
 	// NoHolder is how long no node held the VIP; NoHolderHealthy how long
@@ -113,6 +118,11 @@ type KindResult struct {
 	// Twice is how long VIPs sat on two nodes in the kind's faults, per
 	// VIP.
 	Twice []time.Duration
+}
+
+// Measure is an outage's part held to a limit, and the limit.
+type Measure struct {
+	Got, Limit time.Duration
 }
 
 // Violation is a limit a fault broke.
@@ -142,10 +152,12 @@ func (v Violation) String(d *Data) string {
 // the faults whose window (injection to recovery plus Allowance) contains
 // its start; of several, to the one that began last, the latest change,
 // and it is then marked overlapped. A fault is isolated when its window
-// overlaps no other fault's. Limits are held only against the outages of
-// isolated faults; an outage in no window is unexplained and breaks the
-// run. A duplicate must end within DupBound of the recovery of the last
-// fault that was in progress during it, overlapping or not.
+// overlaps no other fault's. An outage must end within the most lenient
+// bound of the faults whose windows it meets, counted from the later of
+// its start and the last of them to begin (see measure); an outage in no
+// window is unexplained and breaks the run. A duplicate must end within
+// DupBound of the recovery of the last fault that was in progress during
+// it.
 func Analyse(d *Data) Analysis {
 	a := Analysis{Isolated: make([]bool, len(d.Records))}
 	wins := make([]Interval, len(d.Records))
@@ -205,19 +217,26 @@ func Analyse(d *Data) Analysis {
 				continue
 			}
 			o.Interval = o2
+			mid := o.Start.Add(o.Len() / 2)
+			if e := EntryAt(d.Entries[vip], mid); e != "" && !slices.Contains(HoldersAt(d.Holdings[vip], mid), e) {
+				o.Stranded = e
+			}
 			c := charge(o.Start)
 			res.Outages = append(res.Outages, o)
 			res.Charges = append(res.Charges, c)
 			res.Down += o.Len()
 			if c.Record < 0 {
+				res.Held = append(res.Held, Measure{})
 				a.Violations = append(a.Violations, Violation{Record: -1, VIP: vip, What: "unexplained outage", Got: o.Len(), At: o.Start})
 				continue
 			}
 			r := d.Records[c.Record]
 			kr := kindOf(r.Kind)
 			kr.Outages[vi] = append(kr.Outages[vi], o.Len())
-			if !c.Overlapped && r.Bound > 0 && o.Len() > r.Bound {
-				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: o.Len(), Limit: r.Bound, At: o.Start})
+			got, limit := d.measure(o.Interval, wins)
+			res.Held = append(res.Held, Measure{got, limit})
+			if got > limit {
+				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: got, Limit: limit, At: o.Start})
 			}
 		}
 		if span := d.End.Sub(d.Start); span > 0 {
@@ -259,6 +278,34 @@ func Analyse(d *Data) Analysis {
 		a.Kinds = append(a.Kinds, *byKind[k])
 	}
 	return a
+}
+
+// measure holds an outage to the faults in progress: it must end within
+// the most lenient bound of the faults whose windows contain its start. A
+// fault that begins while the outage is still within that limit (the
+// backup about to take over dies too) starts the count again, with its
+// own bound if more lenient. Alone, that is the fault's own bound on the
+// outage's length. It returns the part of the outage held to the limit,
+// and the limit.
+func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
+	from := o.Start
+	for i, r := range d.Records {
+		if wins[i].Contains(o.Start) {
+			limit = max(limit, r.Bound)
+		}
+	}
+	order := make([]int, len(d.Records))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return d.Records[a].Began.Compare(d.Records[b].Began) })
+	for _, i := range order {
+		r := d.Records[i]
+		if r.Began.After(from) && r.Began.Before(o.End) && !r.Began.After(from.Add(limit)) {
+			from, limit = r.Began, max(limit, r.Bound)
+		}
+	}
+	return o.End.Sub(from), limit
 }
 
 // healTime is how long dbl outlived the recovery of the last fault in

@@ -119,6 +119,8 @@ func (t *labTarget) observed() []Observed {
 	return obs
 }
 
+func (t *labTarget) clientNetns() string { return t.c.Client.Netns }
+
 func (t *labTarget) dialer() Dialer { return t.c.Client.Dial }
 
 // start starts every node's service and ipfailover and waits until the
@@ -699,7 +701,7 @@ func (t *labTarget) shutdown(ctx context.Context) []Check {
 			}
 		}
 		checks = append(checks, Check{Name: n.Name + ": nothing left (no VIP, no table, no keepalived or ipfailover)",
-			OK: len(vips) == 0 && terr == nil && len(tables) == 0 && len(left) == 0,
+			OK:     len(vips) == 0 && terr == nil && len(tables) == 0 && len(left) == 0,
 			Detail: fmt.Sprintf("VIPs %v, tables %v, processes %v%s", vips, tables, left, errString(terr))})
 	}
 	err := t.close()

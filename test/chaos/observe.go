@@ -31,26 +31,109 @@ type Observer struct {
 	mu      sync.Mutex
 	nodes   []*observedNode
 	changes Holdings
+	// entries is the client's neighbour entry of each VIP: which node's
+	// MAC it sends to.
+	entries Entries
 	errs    []error
 }
+
+// EntryChange is a change of the client's neighbour entry (ARP or NDP) of
+// a VIP: from At, the client sends to Node's MAC ("" when it has no
+// usable entry: none yet, incomplete or failed; "?" for a MAC of no node).
+type EntryChange struct {
+	At   time.Time
+	Node string
+}
+
+// Entries is the client's neighbour entry timeline of every VIP.
+type Entries map[netip.Addr][]EntryChange
 
 type observedNode struct {
 	Observed
 	index   int
+	mac     string
 	running bool
 	addrs   map[netip.Addr]bool
 }
 
-// Observe starts following vips on nodes.
-func Observe(nodes []Observed, vips []netip.Addr) (*Observer, error) {
-	o := &Observer{vips: vips, done: make(chan struct{}), changes: Holdings{}}
+// Observe starts following vips on nodes, and the client's neighbour
+// entries of them in the client's namespace.
+func Observe(nodes []Observed, clientNetns string, vips []netip.Addr) (*Observer, error) {
+	o := &Observer{vips: vips, done: make(chan struct{}), changes: Holdings{}, entries: Entries{}}
 	for _, n := range nodes {
 		if err := o.follow(n); err != nil {
 			o.Stop()
 			return nil, err
 		}
 	}
+	if err := o.followClient(clientNetns); err != nil {
+		o.Stop()
+		return nil, err
+	}
 	return o, nil
+}
+
+// followClient follows the client's neighbour entries of the VIPs.
+func (o *Observer) followClient(name string) error {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("opening netns %s: %w", name, err)
+	}
+	defer ns.Close()
+	ch := make(chan netlink.NeighUpdate, 256)
+	if err := netlink.NeighSubscribeWithOptions(ch, o.done, netlink.NeighSubscribeOptions{
+		Namespace: &ns, ListExisting: true, ErrorCallback: o.onErr("client"), ReceiveBufferSize: 1 << 20,
+	}); err != nil {
+		return fmt.Errorf("following the client's neighbours: %w", err)
+	}
+	o.wg.Go(func() {
+		for u := range ch {
+			a, ok := netip.AddrFromSlice(u.IP)
+			if !ok || !slices.Contains(o.vips, a.Unmap()) {
+				continue
+			}
+			a = a.Unmap()
+			mac := ""
+			const usable = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE | netlink.NUD_PERMANENT | netlink.NUD_NOARP
+			if u.Type == unix.RTM_NEWNEIGH && u.State&usable != 0 {
+				mac = u.HardwareAddr.String()
+			}
+			at := time.Now()
+			o.mu.Lock()
+			node := ""
+			if mac != "" {
+				node = "?"
+				for _, n := range o.nodes {
+					if n.mac == mac {
+						node = n.Name
+					}
+				}
+			}
+			cs := o.entries[a]
+			if n := len(cs); n == 0 || cs[n-1].Node != node {
+				o.entries[a] = append(cs, EntryChange{At: at, Node: node})
+			}
+			o.mu.Unlock()
+		}
+		o.onErr("client")(fmt.Errorf("stopped following the neighbour entries"))
+	})
+	return nil
+}
+
+// onErr returns the error callback of the subscriptions of what. The
+// subscriptions fail with whatever their closed sockets say once Stop
+// closed them: only errors before that count.
+func (o *Observer) onErr(what string) func(error) {
+	return func(err error) {
+		select {
+		case <-o.done:
+			return
+		default:
+		}
+		o.mu.Lock()
+		o.errs = append(o.errs, fmt.Errorf("%s at %s: netlink: %w", what, time.Now().Format(time.StampMilli), err))
+		o.mu.Unlock()
+	}
 }
 
 func (o *Observer) follow(n Observed) error {
@@ -75,18 +158,7 @@ func (o *Observer) follow(n Observed) error {
 
 	addrs := make(chan netlink.AddrUpdate, 256)
 	links := make(chan netlink.LinkUpdate, 64)
-	// The subscriptions fail with whatever their closed sockets say once
-	// Stop closed them: only errors before that count.
-	onErr := func(err error) {
-		select {
-		case <-o.done:
-			return
-		default:
-		}
-		o.mu.Lock()
-		o.errs = append(o.errs, fmt.Errorf("%s at %s: netlink: %w", n.Name, time.Now().Format(time.StampMilli), err))
-		o.mu.Unlock()
-	}
+	onErr := o.onErr(n.Name)
 	// A subscription whose channel closes before Stop has stopped
 	// following the node: the timeline cannot be trusted after that.
 	lost := func(what string) {
@@ -117,7 +189,8 @@ func (o *Observer) follow(n Observed) error {
 					continue
 				}
 				running := u.Attrs().OperState == netlink.OperUp || u.Attrs().RawFlags&unix.IFF_RUNNING != 0
-				o.update(time.Now(), func() { on.running = running })
+				mac := u.Attrs().HardwareAddr.String()
+				o.update(time.Now(), func() { on.running, on.mac = running, mac })
 			case u, ok := <-addrs:
 				if !ok {
 					lost("the addresses")
@@ -175,9 +248,9 @@ func (o *Observer) Holders(v netip.Addr) []string {
 	return o.holdersLocked(v)
 }
 
-// Stop ends following and returns every VIP's changes and the errors the
-// subscriptions met.
-func (o *Observer) Stop() (Holdings, []error) {
+// Stop ends following and returns every VIP's holder changes, the
+// client's entries, and the errors the subscriptions met.
+func (o *Observer) Stop() (Holdings, Entries, []error) {
 	select {
 	case <-o.done:
 	default:
@@ -186,5 +259,5 @@ func (o *Observer) Stop() (Holdings, []error) {
 	o.wg.Wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.changes, o.errs
+	return o.changes, o.entries, o.errs
 }

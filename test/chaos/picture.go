@@ -51,9 +51,11 @@ func kindColour(k Kind) color.RGBA {
 	return ink
 }
 
-// DrawTimeline draws VIP vi's run: who held it (a row per node), what the
-// client saw (answered in green, outages in red, at least 2 pixels wide so
-// none is lost), when it sat on two nodes (orange), and the faults (a lane
+// DrawTimeline draws VIP vi's run: who held it (a row per node), when it
+// sat on two nodes (orange), which node the client's neighbour entry sent
+// it to (the node's colour; none blank), what the client saw (answered in
+// green, outages in red, at least 2 pixels wide so none is lost), and the
+// faults (a lane
 // each while they overlap, from injection to recovery, with the kind and
 // number), over a time axis in seconds.
 func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
@@ -64,7 +66,7 @@ func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
 		nLanes = max(nLanes, l+1)
 	}
 	legendRows := (len(allKinds())+4)/5 + 1
-	height := 60 + (len(d.Nodes)+2)*(rowHeight+rowGap) + 20 + nLanes*(laneHeight+2) + 50 + legendRows*24
+	height := 60 + (len(d.Nodes)+3)*(rowHeight+rowGap) + 20 + nLanes*(laneHeight+2) + 50 + legendRows*24
 	img := image.NewRGBA(image.Rect(0, 0, picWidth, height))
 	draw.Draw(img, img.Bounds(), &image.Uniform{white}, image.Point{}, draw.Src)
 
@@ -104,6 +106,29 @@ func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
 	row("two nodes")
 	for _, iv := range res.Doubles {
 		bar(y, rowHeight, iv, twice, 2)
+	}
+	y += rowHeight + rowGap
+	row("client's arp")
+	nodeColour := func(name string) color.RGBA {
+		for i, n := range d.Nodes {
+			if n == name {
+				return nodeColours[i%len(nodeColours)]
+			}
+		}
+		return ink
+	}
+	es := d.Entries[res.VIP]
+	for i, e := range es {
+		if e.Node == "" {
+			continue
+		}
+		to := d.End
+		if i+1 < len(es) {
+			to = es[i+1].At
+		}
+		if iv, ok := (Interval{e.At, to}).clip(d.Start, d.End); ok {
+			bar(y, rowHeight, iv, nodeColour(e.Node), 1)
+		}
 	}
 	y += rowHeight + rowGap
 	row("client")

@@ -168,5 +168,6 @@ func (p *Prober) Since(i int, t time.Time) []Probe {
 			out = append(out, pr)
 		}
 	}
-	return out
+	// Probes are kept in the order they ended.
+	return sortBySent(out)
 }

@@ -98,32 +98,36 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 
 	p("## Limits from the timers")
 	p("")
-	p("Held against every outage charged to a fault whose window overlapped no other's, and against every time a VIP sat on two nodes:")
+	p("Every outage is held to the most lenient bound of the faults whose windows it meets, counted from the later of its start and the last of them to begin (alone: the fault's own bound on the outage's length); by the class of the fault it is charged to:")
 	p("")
 	for _, lim := range []Limit{Graceful, FailedCheck, DeadNode} {
-		checked, worst, broken := 0, time.Duration(0), 0
+		checked, alone, broken := 0, 0, 0
+		var worst time.Duration
 		var bounds []time.Duration
 		for vi := range d.VIPs {
 			r := a.VIPs[vi]
-			for oi, o := range r.Outages {
+			for oi := range r.Outages {
 				c := r.Charges[oi]
-				if c.Record < 0 || c.Overlapped || LimitOf(d.Records[c.Record].Kind) != lim {
+				if c.Record < 0 || LimitOf(d.Records[c.Record].Kind) != lim {
 					continue
 				}
+				m := r.Held[oi]
 				checked++
-				worst = max(worst, o.Len())
-				bounds = append(bounds, d.Records[c.Record].Bound)
-				if o.Len() > d.Records[c.Record].Bound {
+				if !c.Overlapped {
+					alone++
+				}
+				worst = max(worst, m.Got)
+				bounds = append(bounds, m.Limit)
+				if m.Got > m.Limit {
 					broken++
 				}
 			}
 		}
-		kindsOf := kindsWith(lim)
 		if checked == 0 {
-			p("- %s (%s): no outage of a fault alone to check", lim, kindsOf)
+			p("- %s (%s): no outage", lim, kindsWith(lim))
 			continue
 		}
-		p("- %s (%s): %d outages checked, the longest %s, limit %s: %s", lim, kindsOf, checked, fmtDur(worst), boundRange(bounds), okText(broken == 0, fmt.Sprintf("%d over", broken)))
+		p("- %s (%s): %d outages (%d of faults alone), the longest held part %s, limits %s: %s", lim, kindsWith(lim), checked, alone, fmtDur(worst), boundRange(bounds), okText(broken == 0, fmt.Sprintf("%d over", broken)))
 	}
 	dups, dupBroken := 0, 0
 	var dupWorst time.Duration
@@ -188,7 +192,11 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 					if c.Overlapped {
 						mark = "*"
 					}
-					outs = append(outs, fmt.Sprintf("%s %s%s (%s)", shortVIP(v), fmtDur(o.Len()), mark, o.Reason))
+					why := o.Reason
+					if o.Stranded != "" {
+						why += ", the client sending to " + o.Stranded
+					}
+					outs = append(outs, fmt.Sprintf("%s %s%s (%s)", shortVIP(v), fmtDur(o.Len()), mark, why))
 				}
 			}
 		}
@@ -205,8 +213,8 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("")
 	p("- **Outage**: a run of failed probes of one VIP, from the first failed probe's start to the answer of the next probe that succeeded (an answer that arrives late, once the VIP is back, does not shorten it). Availability is the share of the measured time in no outage.")
 	p("- **Held**: the VIP is on a node's link and the link is up with its carrier; **on two nodes** when two hold it (a frozen node or a dead node's kernel still answers for its addresses); **no holder while a node could hold it**: no node holds it and at least one node is not down by a fault (killed, frozen, cut, its service or ipfailover stopped, until it is ready again).")
-	p("- **Charging, when faults overlap**: a fault's window runs from its injection to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change). A fault is *alone* when its window overlaps no other's; the limits are held only against outages of faults alone. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
-	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) 3 advert intervals + the best backup's skew + %s; a VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it. Partitions and a bad segment disturb VRRP itself: their outages are reported, not limited.",
+	p("- **Charging, when faults overlap**: a fault's window runs from its injection to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
+	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last of them to begin. A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
 		fmtDur(GracefulBound), 8, fmtDur(limitMargin), fmtDur(limitMargin), fmtDur(d.DupBound))
 	p("- **Segment**: this kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off): loss is an nftables rule in the bridge that drops that share of every frame it forwards, delay and reordering a netfilter queue in the bridge that holds each IPv4 and IPv6 packet for delay ± jitter (ARP and neighbour discovery are lost but not delayed).")
 	_, err := io.WriteString(w, b.String())
@@ -263,9 +271,6 @@ func limitText(k Kind, d *Data) string {
 		if r.Kind == k && r.Bound > 0 {
 			bounds = append(bounds, r.Bound)
 		}
-	}
-	if LimitOf(k) == NoLimit {
-		return "none (duplicates healed within " + fmtDur(d.DupBound) + ")"
 	}
 	return boundRange(bounds)
 }

@@ -116,6 +116,7 @@ type target interface {
 	vips() []netip.Addr
 	settings() []string
 	observed() []Observed
+	clientNetns() string
 	dialer() Dialer
 	start(ctx context.Context) error
 	configs() map[string]*keepalived.Conf
@@ -154,7 +155,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	}
 	fmt.Fprintf(out, "fleet settled in %s\n", time.Since(began).Round(time.Millisecond))
 
-	obs, err := Observe(t.observed(), t.vips())
+	obs, err := Observe(t.observed(), t.clientNetns(), t.vips())
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +246,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	d.End = time.Now()
 	d.Probes = prober.Stop()
 	var oerrs []error
-	d.Holdings, oerrs = obs.Stop()
+	d.Holdings, d.Entries, oerrs = obs.Stop()
 	for _, e := range oerrs {
 		res.Problems = append(res.Problems, "observing the holders: "+e.Error())
 	}
@@ -285,22 +286,26 @@ func heldBy(obs *Observer, vips []netip.Addr, f Fault, names []string) []netip.A
 	return held
 }
 
-// bound is the longest outage f may cause alone: for a failed check, the
-// check's period, its fall-1 retries and the best backup's skew; for a
-// dead node, the best backup's master-down interval (3 adverts and its
-// skew); both plus limitMargin, the worst over the VIPs f's node could
-// hold. A graceful handover gets GracefulBound.
+// bound is the longest outage f may cause: a graceful handover gets
+// GracefulBound; a failed check the check's period, its fall-1 retries and
+// the best backup's skew; a dead node (and a node deaf to adverts) the best
+// backup's master-down interval, 3 adverts and its skew; both plus
+// limitMargin, the worst over the VIPs f's nodes (every node, for the
+// segment) could hold.
 func bound(f Fault, confs map[string]*keepalived.Conf, names []string, vips []netip.Addr) time.Duration {
 	lim := LimitOf(f.Kind)
-	switch lim {
-	case NoLimit:
-		return 0
-	case Graceful:
+	if lim == Graceful {
 		return GracefulBound
+	}
+	nodes := f.Nodes
+	if len(nodes) == 0 {
+		for i := range names {
+			nodes = append(nodes, i)
+		}
 	}
 	var worst time.Duration
 	for _, v := range vips {
-		for _, i := range f.Nodes {
+		for _, i := range nodes {
 			_, prio, c, err := bench.BestBackup(confs, names[i], v)
 			if err != nil {
 				continue

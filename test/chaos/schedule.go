@@ -61,21 +61,19 @@ const (
 type Limit int
 
 const (
-	// NoLimit: the fault disturbs VRRP itself; its outages are reported,
-	// and only its duplicates are held to a bound.
-	NoLimit Limit = iota
 	// Graceful: the holder hands over (priority 0 adverts): 100 ms.
-	Graceful
+	Graceful Limit = iota
 	// FailedCheck: the holder's check fails: check period + (fall-1) ×
 	// retry + the best backup's skew.
 	FailedCheck
-	// DeadNode: the holder stops sending adverts: 3 advert intervals +
-	// the best backup's skew.
+	// DeadNode: the holder stops sending adverts, or a node stops hearing
+	// them (a partition, a lossy segment): 3 advert intervals + the best
+	// backup's skew.
 	DeadNode
 )
 
 func (l Limit) String() string {
-	return [...]string{"none", "graceful handover", "failed check", "dead node"}[l]
+	return [...]string{"graceful handover", "failed check", "dead node"}[l]
 }
 
 // kindInfo describes how a kind is drawn and judged.
@@ -104,9 +102,9 @@ var kinds = map[Kind]kindInfo{
 	NodeDeath:       {nodes: 1, length: [2]time.Duration{4 * time.Second, 12 * time.Second}, down: true, limit: DeadNode},
 	NodeFreeze:      {nodes: 1, length: [2]time.Duration{2 * time.Second, 8 * time.Second}, down: true, limit: DeadNode},
 	LinkCut:         {nodes: 1, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, down: true, limit: DeadNode},
-	Partition:       {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}},
-	PartitionOneWay: {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}},
-	Segment:         {length: [2]time.Duration{5 * time.Second, 15 * time.Second}},
+	Partition:       {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, limit: DeadNode},
+	PartitionOneWay: {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, limit: DeadNode},
+	Segment:         {length: [2]time.Duration{5 * time.Second, 15 * time.Second}, limit: DeadNode},
 	Rollout:         {all: true, down: true, limit: Graceful},
 }
 
@@ -299,10 +297,13 @@ func downAt(fs []Fault, p Profile, t time.Duration) int {
 		if !info.down || t < f.Start || t > end {
 			continue
 		}
-		for i := range p.Nodes {
-			if info.all || slices.Contains(f.Nodes, i) {
-				down[i] = true
-			}
+		// A rollout takes one node down at a time, and nothing else
+		// starts on any node while it runs.
+		if info.all {
+			down[-1] = true
+		}
+		for _, i := range f.Nodes {
+			down[i] = true
 		}
 	}
 	return len(down)

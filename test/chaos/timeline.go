@@ -42,6 +42,10 @@ type Outage struct {
 	// Reason is the failure most probes of the run gave (refused,
 	// timeout, ...).
 	Reason string
+	// Stranded names the node the client's neighbour entry sent the
+	// VIP's packets to in the middle of the outage, when that node did not
+	// hold the VIP then ("" otherwise): a client left behind.
+	Stranded string
 }
 
 func sortBySent(ps []Probe) []Probe {
@@ -145,6 +149,18 @@ func HoldersAt(cs []HolderChange, t time.Time) []string {
 		h = c.Holders
 	}
 	return h
+}
+
+// EntryAt returns the node the client's entry named at t ("" for none).
+func EntryAt(es []EntryChange, t time.Time) string {
+	node := ""
+	for _, e := range es {
+		if e.At.After(t) {
+			break
+		}
+		node = e.Node
+	}
+	return node
 }
 
 // total is the summed length of the intervals, each clipped to [from, to].
