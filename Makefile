@@ -7,6 +7,11 @@ GO      ?= go
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin/ipfailover
 FUZZTIME ?= 20s
+# make chaos: the seed of the fault schedule (empty: a random one, printed),
+# the run's length, and the fleet's advert interval (empty: 1 s).
+SEED ?=
+DURATION ?= 3m
+ADVERT_INTERVAL ?=
 
 # Linters, pinned. They are built once per machine into the Go path (a
 # fresh machine spends about 2.5 minutes on golangci-lint) and reused by
@@ -25,7 +30,7 @@ PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/[a-z]+)$$
 
-.PHONY: all build deps test e2e demo bench fuzz lint image image-test clean
+.PHONY: all build deps test e2e demo bench chaos fuzz lint image image-test clean
 
 all: build
 
@@ -53,6 +58,12 @@ demo: deps
 
 bench: deps
 	$(GO) run ./cmd/bench
+
+# chaos runs the lab's fleet under the faults the seed draws while a client
+# probes every VIP, and writes out/chaos/seed-N/report.md and a timeline per
+# VIP; it fails when a limit or an invariant is broken.
+chaos: deps
+	$(GO) run ./cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)"
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)

@@ -21,27 +21,26 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/chaos"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		os.Exit(serve(os.Args[2:]))
+		os.Exit(lab.ServeName(os.Args[2:]))
 	}
 	os.Exit(run())
 }
@@ -93,7 +92,11 @@ func run() int {
 	// removed its namespaces: writes fail instead.
 	signal.Ignore(syscall.SIGPIPE)
 
-	fmt.Printf("chaos: seed %d, %s (replay: make chaos SEED=%d DURATION=%s)\n", seed, *duration, seed, *duration)
+	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", seed, *duration)
+	if *advert != "" {
+		replay += " ADVERT_INTERVAL=" + *advert
+	}
+	fmt.Printf("chaos: seed %d, %s (replay: %s)\n", seed, *duration, replay)
 	dir, err := os.MkdirTemp("/var/tmp", "ipfailover-chaos-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -144,15 +147,11 @@ func summary(res *chaos.Result) {
 	for _, k := range a.Kinds {
 		var parts []string
 		for vi, v := range d.VIPs {
-			os := k.Outages[vi]
-			if len(os) == 0 {
+			outs := k.Outages[vi]
+			if len(outs) == 0 {
 				continue
 			}
-			longest := os[0]
-			for _, o := range os {
-				longest = max(longest, o)
-			}
-			parts = append(parts, fmt.Sprintf("%s %d, longest %s", v, len(os), longest.Round(time.Millisecond)))
+			parts = append(parts, fmt.Sprintf("%s %d, longest %s", v, len(outs), slices.Max(outs).Round(time.Millisecond)))
 		}
 		if len(parts) == 0 {
 			parts = []string{"no outage"}
@@ -194,7 +193,7 @@ func build(ctx context.Context, dir string) (string, error) {
 	commit := "unknown"
 	if b, err := exec.CommandContext(ctx, "git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(b))
-		if st, _ := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); len(strings.TrimSpace(string(st))) > 0 {
+		if st, _ := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); strings.TrimSpace(string(st)) != "" {
 			commit += " (with uncommitted changes)"
 		}
 	}
@@ -212,24 +211,4 @@ func build(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	return commit, os.WriteFile(filepath.Join(dir, "chaos"), b, 0o755)
-}
-
-// serve is a node's checked service: it answers every HTTP request with
-// the node's name.
-func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	listen := fs.String("listen", ":8080", "address to listen on")
-	name := fs.String("name", "", "name to answer with")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv := &http.Server{Addr: *listen, ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, *name) })}
-	log.Info("serving", "address", *listen, "name", *name)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("serve", "address", *listen, "error", err)
-		return 1
-	}
-	return 0
 }

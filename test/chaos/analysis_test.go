@@ -12,11 +12,11 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
-// probes makes a probe every 10 ms from from to to (ms), failing inside
-// the given [start, end) spans, answered by node; an answer takes 1 ms.
-func probes(from, to int, node string, failing ...[2]int) []Probe {
+// probes makes a probe every 10 ms from 0 to to (ms), failing inside the
+// given [start, end) spans, answered by node; an answer takes 1 ms.
+func probes(to int, node string, failing ...[2]int) []Probe {
 	var ps []Probe
-	for ms := from; ms < to; ms += 10 {
+	for ms := 0; ms < to; ms += 10 {
 		p := Probe{Sent: at(ms), Done: at(ms + 1), OK: true, Node: node}
 		for _, f := range failing {
 			if ms >= f[0] && ms < f[1] {
@@ -29,7 +29,7 @@ func probes(from, to int, node string, failing ...[2]int) []Probe {
 }
 
 func TestOutages(t *testing.T) {
-	ps := probes(0, 1000, "node1", [2]int{100, 150}, [2]int{500, 520})
+	ps := probes(1000, "node1", [2]int{100, 150}, [2]int{500, 520})
 	ps[51].Err = "refused" // one of the second run's two failures
 	got := Outages(ps)
 	want := []Outage{
@@ -40,7 +40,7 @@ func TestOutages(t *testing.T) {
 		t.Errorf("Outages (-want +got):\n%s", diff)
 	}
 	// A run that lasts to the end ends with the last probe.
-	ps = probes(0, 100, "node1", [2]int{50, 100})
+	ps = probes(100, "node1", [2]int{50, 100})
 	got = Outages(ps)
 	if len(got) != 1 || !got[0].Start.Equal(at(50)) || !got[0].End.Equal(at(90+250)) {
 		t.Errorf("an outage at the end = %+v, want from 50 ms to the last probe's end (340 ms)", got)
@@ -117,8 +117,8 @@ func twoFaults() *Data {
 		Nodes: names3,
 		VIPs:  []netip.Addr{vipA, vipB},
 		Probes: [][]Probe{
-			probes(0, 10000, "node1", [2]int{1000, 4200}, [2]int{9500, 9600}),
-			probes(0, 10000, "node2", [2]int{6600, 6800}),
+			probes(10000, "node1", [2]int{1000, 4200}, [2]int{9500, 9600}),
+			probes(10000, "node2", [2]int{6600, 6800}),
 		},
 		Holdings: Holdings{
 			vipA: {{At: at(-500), Holders: []string{"node1"}}, {At: at(4000), Holders: []string{"node1", "node2"}}, {At: at(4100), Holders: []string{"node2"}}},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -645,7 +646,8 @@ func (t *labTarget) settled(ctx context.Context) []Check {
 			}
 		}
 		slices.Sort(comms)
-		want := []string{"chaos", "ipfailover", "keepalived", "keepalived"}
+		want := []string{comm(t.o.Self), comm(t.o.Binary), "keepalived", "keepalived"}
+		slices.Sort(want)
 		checks = append(checks, Check{Name: n.Name + ": processes are the service, ipfailover and keepalived's two, no zombie",
 			OK: err == nil && slices.Equal(comms, want) && zombies == 0, Detail: fmt.Sprintf("%v, %d zombies%s", comms, zombies, errString(err))})
 	}
@@ -707,6 +709,13 @@ func (t *labTarget) shutdown(ctx context.Context) []Check {
 	err := t.close()
 	checks = append(checks, Check{Name: "the lab is removed: no namespace or process left", OK: err == nil, Detail: errString(err)})
 	return checks
+}
+
+// comm is the command name the kernel gives a process of the program at
+// path: the file name's first 15 bytes.
+func comm(path string) string {
+	name := filepath.Base(path)
+	return name[:min(len(name), 15)]
 }
 
 func errString(err error) string {

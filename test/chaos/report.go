@@ -187,17 +187,19 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 		for vi, v := range d.VIPs {
 			vr := a.VIPs[vi]
 			for oi, o := range vr.Outages {
-				if c := vr.Charges[oi]; c.Record == ri {
-					mark := ""
-					if c.Overlapped {
-						mark = "*"
-					}
-					why := o.Reason
-					if o.Stranded != "" {
-						why += ", the client sending to " + o.Stranded
-					}
-					outs = append(outs, fmt.Sprintf("%s %s%s (%s)", shortVIP(v), fmtDur(o.Len()), mark, why))
+				c := vr.Charges[oi]
+				if c.Record != ri {
+					continue
 				}
+				mark := ""
+				if c.Overlapped {
+					mark = "*"
+				}
+				why := o.Reason
+				if o.Stranded != "" {
+					why += ", the client sending to " + o.Stranded
+				}
+				outs = append(outs, fmt.Sprintf("%s %s%s (%s)", shortVIP(v), fmtDur(o.Len()), mark, why))
 			}
 		}
 		lim := "-"

@@ -224,7 +224,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	go func() { wg.Wait(); close(done) }()
 	status := time.NewTicker(StatusEvery)
 	timeUp := time.After(time.Until(d.Start.Add(o.Duration)))
-	for finished, over := false, false; !(finished && over) && ctx.Err() == nil; {
+	for finished, over := false, false; (!finished || !over) && ctx.Err() == nil; {
 		select {
 		case <-ctx.Done():
 		case <-status.C:

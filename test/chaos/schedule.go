@@ -61,13 +61,13 @@ const (
 type Limit int
 
 const (
-	// Graceful: the holder hands over (priority 0 adverts): 100 ms.
+	// Graceful is for a holder that hands over (priority 0 adverts): 100 ms.
 	Graceful Limit = iota
-	// FailedCheck: the holder's check fails: check period + (fall-1) ×
+	// FailedCheck is for a holder whose check fails: check period + (fall-1) ×
 	// retry + the best backup's skew.
 	FailedCheck
-	// DeadNode: the holder stops sending adverts, or a node stops hearing
-	// them (a partition, a lossy segment): 3 advert intervals + the best
+	// DeadNode is for a holder that stops sending adverts, or a node
+	// that stops hearing them (a partition, a lossy segment): 3 advert intervals + the best
 	// backup's skew.
 	DeadNode
 )

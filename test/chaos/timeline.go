@@ -176,7 +176,7 @@ func total(is []Interval, from, to time.Time) time.Duration {
 
 // subtract returns the parts of is that no interval of cut covers. cut
 // must be sorted by start.
-func subtract(is []Interval, cut []Interval) []Interval {
+func subtract(is, cut []Interval) []Interval {
 	var out []Interval
 	for _, i := range is {
 		parts := []Interval{i}

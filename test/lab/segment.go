@@ -71,14 +71,14 @@ func (c *Cluster) Impair(ctx context.Context, imp Impairment) (*Impaired, error)
 		}
 	}
 	if imp.Loss > 0 {
-		rule := []string{"nft", "add", "rule", "bridge", segmentTable, "forward", "drop"}
+		drop := []string{"drop"}
 		if perMillion := int(imp.Loss * 1e6); perMillion < 1e6 {
-			rule = slices.Insert(rule, 6, "numgen", "random", "mod", "1000000", "<", strconv.Itoa(perMillion))
+			drop = []string{"numgen", "random", "mod", "1000000", "<", strconv.Itoa(perMillion), "drop"}
 		}
 		for _, argv := range [][]string{
 			{"nft", "add", "table", "bridge", segmentTable},
 			{"nft", "add", "chain", "bridge", segmentTable, "forward", "{ type filter hook forward priority -200 ; }"},
-			rule,
+			append([]string{"nft", "add", "rule", "bridge", segmentTable, "forward"}, drop...),
 		} {
 			if _, err := c.BridgeExec(ctx, argv...); err != nil {
 				return nil, errors.Join(err, i.Restore(ctx))
