@@ -127,6 +127,9 @@ func (t *labTarget) dialer() Dialer { return t.c.Client.Dial }
 // start starts every node's service and ipfailover and waits until the
 // holders have settled.
 func (t *labTarget) start(ctx context.Context) error {
+	if t.o.Progress != nil {
+		fmt.Fprintf(t.o.Progress, "lab: network namespaces %s%s-* (the client %s)\n", lab.NetnsPrefix, t.c.Name, t.c.Client.Netns)
+	}
 	for _, n := range t.c.Nodes {
 		if err := t.startService(ctx, n); err != nil {
 			return err

@@ -39,8 +39,8 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 		res.Schedule.Seed, res.Schedule.Duration, advertArg(o), res.Schedule.Digest(), len(res.Schedule.Faults))
 	p("ipfailover %s on %d nodes (%s); VIPs %s; every node's environment: `%s`.",
 		o.Commit, len(d.Nodes), strings.Join(d.Nodes, ", "), vipList(d.VIPs), strings.Join(settings, " "))
-	p("Measured over %s: a client in its own namespace opened a TCP connection to every VIP every %s (an HTTP request answered with the node's name within %s counts); the holders are the nodes' kernels' (netlink notifications: the VIP on the node's link, the link up).",
-		fmtDur(d.End.Sub(d.Start)), ProbeInterval, ProbeDeadline)
+	p("Measured over %s from %s UTC: a client in its own namespace opened a TCP connection to every VIP every %s (an HTTP request answered with the node's name within %s counts); the holders are the nodes' kernels' (netlink notifications: the VIP on the node's link, the link up).",
+		fmtDur(d.End.Sub(d.Start)), d.Start.UTC().Format("2006-01-02 15:04:05.000"), ProbeInterval, ProbeDeadline)
 	p("")
 
 	if !res.Pass() {
@@ -185,21 +185,8 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	for ri, r := range d.Records {
 		var outs []string
 		for vi, v := range d.VIPs {
-			vr := a.VIPs[vi]
-			for oi, o := range vr.Outages {
-				c := vr.Charges[oi]
-				if c.Record != ri {
-					continue
-				}
-				mark := ""
-				if c.Overlapped {
-					mark = "*"
-				}
-				why := o.Reason
-				if o.Stranded != "" {
-					why += ", the client sending to " + o.Stranded
-				}
-				outs = append(outs, fmt.Sprintf("%s %s%s (%s)", shortVIP(v), fmtDur(o.Len()), mark, why))
+			if s := outagesOf(a.VIPs[vi], ri); s != "" {
+				outs = append(outs, shortVIP(v)+" "+s)
 			}
 		}
 		lim := "-"
@@ -221,6 +208,48 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("- **Segment**: this kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off): loss is an nftables rule in the bridge that drops that share of every frame it forwards, delay and reordering a netfilter queue in the bridge that holds each IPv4 and IPv6 packet for delay ± jitter (ARP and neighbour discovery are lost but not delayed).")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// outagesOf describes the outages of a VIP charged to record ri: each of
+// up to three, or how many, the longest and their sum.
+func outagesOf(vr VIPResult, ri int) string {
+	var os []Outage
+	overlapped := false
+	for oi, o := range vr.Outages {
+		if c := vr.Charges[oi]; c.Record == ri {
+			os = append(os, o)
+			overlapped = overlapped || c.Overlapped
+		}
+	}
+	if len(os) == 0 {
+		return ""
+	}
+	mark := ""
+	if overlapped {
+		mark = "*"
+	}
+	why := func(o Outage) string {
+		if o.Stranded != "" {
+			return o.Reason + ", the client sending to " + o.Stranded
+		}
+		return o.Reason
+	}
+	if len(os) <= 3 {
+		var s []string
+		for _, o := range os {
+			s = append(s, fmt.Sprintf("%s (%s)", fmtDur(o.Len()), why(o)))
+		}
+		return strings.Join(s, ", ") + mark
+	}
+	longest := os[0]
+	var sum time.Duration
+	for _, o := range os {
+		sum += o.Len()
+		if o.Len() > longest.Len() {
+			longest = o
+		}
+	}
+	return fmt.Sprintf("%d outages%s, the longest %s (%s), %s in all", len(os), mark, fmtDur(longest.Len()), why(longest), fmtDur(sum))
 }
 
 func advertArg(o Options) string {
