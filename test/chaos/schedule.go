@@ -249,7 +249,7 @@ func Plan(seed uint64, d time.Duration, p Profile) Schedule {
 			if busyUntil[p.Nodes] > t {
 				continue
 			}
-			f.Loss = float64(rng.IntN(11)) / 100                     // 0..10 %
+			f.Loss = float64(rng.IntN(6)) / 100                      // 0..5 %
 			f.Delay = time.Duration(rng.IntN(41)) * time.Millisecond // 0..40 ms
 			f.Jitter = time.Duration(rng.Int64N(int64(f.Delay/time.Millisecond)/2+1)) * time.Millisecond
 			busyUntil[p.Nodes] = f.End() + time.Second
