@@ -75,8 +75,8 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("invariant: %s: %s", c.Name, c.Detail)
 		}
 	}
-	for _, p := range res.Problems {
-		t.Errorf("problem: %s", p)
+	for _, pr := range res.Problems {
+		t.Errorf("problem: %s", pr)
 	}
 	if got, want := len(res.Data.Records), len(res.Schedule.Faults); got != want || want < 8 {
 		t.Errorf("%d faults carried out of %d planned, want all of at least 8", got, want)
@@ -102,13 +102,13 @@ func TestShortRun(t *testing.T) {
 	if len(res.Pictures) != len(res.Data.VIPs) {
 		t.Fatalf("%d pictures for %d VIPs", len(res.Pictures), len(res.Data.VIPs))
 	}
-	for _, p := range res.Pictures {
-		f, err := os.Open(p)
+	for _, pic := range res.Pictures {
+		f, err := os.Open(pic)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := png.Decode(f); err != nil {
-			t.Errorf("%s: %v", p, err)
+			t.Errorf("%s: %v", pic, err)
 		}
 		f.Close()
 	}
