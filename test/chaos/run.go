@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,19 +269,15 @@ func notes(ns []string) string {
 	return "; NOTE: " + strings.Join(ns, "; ")
 }
 
-// heldBy lists the VIPs f's nodes held when it began.
+// heldBy lists the VIPs f's nodes held when it began (a rollout's: every
+// VIP with a holder).
 func heldBy(obs *Observer, vips []netip.Addr, f Fault, names []string) []netip.Addr {
 	var held []netip.Addr
 	for _, v := range vips {
-		for _, h := range obs.Holders(v) {
-			for _, i := range f.Nodes {
-				if names[i] == h {
-					held = append(held, v)
-				}
-			}
-			if f.Kind == Rollout {
-				held = append(held, v)
-			}
+		if slices.ContainsFunc(obs.Holders(v), func(h string) bool {
+			return f.Kind == Rollout || slices.ContainsFunc(f.Nodes, func(i int) bool { return names[i] == h })
+		}) {
+			held = append(held, v)
 		}
 	}
 	return held
