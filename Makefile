@@ -57,7 +57,7 @@ demo: deps
 	$(GO) run ./cmd/demo
 
 bench: deps
-	$(GO) run ./cmd/bench
+	$(GO) run ./cmd/bench -image $(IMAGE)
 
 # chaos runs the lab's fleet under the faults the seed draws while a client
 # probes every VIP, and writes out/chaos/seed-N/report.md and a timeline per

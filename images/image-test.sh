@@ -118,6 +118,7 @@ tools=$(prun --rm --network none --entrypoint /bin/bash "$IMAGE" -c '
 	iptables -V; nft -v; ip -V
 	echo "signum $(/usr/sbin/keepalived --signum=JSON)"
 	/usr/sbin/keepalived --version 2>&1 | grep -o -- "--enable-json"
+	/usr/sbin/keepalived --version 2>&1 | sed -n "s/^Config options: */keepalived options /p"
 	sed "s/^/monitor: /" '"$OLD"'/monitor.sh
 	sed "s/^/remove-failover: /" '"$OLD"'/remove-failover.sh' 2>&1)
 for t in bash iptables ip6tables nft ip modprobe pgrep /usr/bin/curl /usr/sbin/keepalived "$BIN" "$OLD/monitor.sh" "$OLD/remove-failover.sh"; do
@@ -131,6 +132,47 @@ check "remove-failover.sh execs '$BIN remove-failover'" grep -qxF "remove-failov
 out=$(prun --rm --network none "$IMAGE" version 2>&1)
 check "ipfailover version runs" test -n "$out"
 echo "      | $out"
+# What the project and the keepalived-operator use (JSON dumps, VRRP with
+# its authentication, nftables), BFD for later, and no SNMP or D-Bus: the
+# image's keepalived is Debian's source built without them (Containerfile).
+opts=$(sed -n 's/^keepalived options //p' <<<"$tools")
+check "keepalived has VRRP, VRRP_AUTH, JSON, BFD and NFTABLES" bash -c '
+	for o in VRRP VRRP_AUTH JSON BFD NFTABLES; do [[ " $1 " == *" $o "* ]] || exit 1; done' _ "$opts"
+check "keepalived has no SNMP and no DBUS" bash -c '! grep -qE "SNMP|DBUS" <<<"$1"' _ "$opts"
+echo "      | keepalived options: $opts"
+
+# --- size and contents ------------------------------------------------------
+# At most 80 MB as podman counts it (issue 22). The file system is exactly
+# the files of the Debian packages its dpkg database lists, checked by the
+# host's dpkg against their checksums, plus what the build adds.
+size=$(inspect '{{.Size}}')
+check "image size $((size / 1000000)) MB <= 80 MB" test "$size" -le 80000000
+if mnt=$(podman_ image mount "$IMAGE"); then
+	# dpkg reports the docs, man pages and translations the build leaves
+	# out as missing; anything else it reports is a fault.
+	out=$(dpkg --root="$mnt" --verify 2>&1 |
+		awk '!($1 == "missing" && ($2 ~ "^/usr/share/(man|info|locale)/" || $2 ~ "^/usr/share/doc/" && $2 !~ "/copyright$"))')
+	check "dpkg --verify: every file of every listed package there, unchanged" test -z "$out"
+	[[ -z $out ]] || printf '%s\n' "$out" | sed 's/^/      | /' | head -n 20
+	pkgs=$(dpkg-query --admindir="$mnt/var/lib/dpkg" -W -f '${Package} ${Version} ${Source}\n')
+	check "dpkg: keepalived is the rebuild of Debian's source, no Perl, net-snmp or GLib" bash -c '
+		grep -qE "^keepalived [0-9]+:[^ ]+~ipfailover[0-9]+ keepalived \(" <<<"$1" &&
+			! grep -qE "^(perl|libperl|libsnmp|libglib|apt|dpkg) " <<<"$1"' _ "$pkgs"
+	echo "      | $(wc -l <<<"$pkgs") packages; $(grep '^keepalived ' <<<"$pkgs")"
+	# Every file and link in the image: a package's, or one the build adds.
+	owned=$(cat "$mnt"/var/lib/dpkg/info/*.list | sed -E 's#^/(bin|sbin|lib|lib64)/#/usr/\1/#' | sort -u)
+	# An alternatives file: mode, link, then slave name and link pairs up
+	# to an empty line.
+	links=$(for a in "$mnt"/var/lib/dpkg/alternatives/*; do awk 'NR == 2 { print; next } NR > 2 && $0 == "" { exit } NR > 2 && NR % 2 == 0' "$a"; done | sort -u)
+	extra=$(cd "$mnt" && find . -xdev \( -type f -o -type l \) | sed 's#^\.##' | sort |
+		comm -23 - <(printf '%s\n' "$owned" "$links" | sort -u) |
+		grep -vxE "/(bin|sbin|lib|lib64)|/etc/(passwd|group|shadow|gshadow|nsswitch.conf|host.conf|ld.so.cache)|/etc/alternatives/.*|/var/lib/dpkg/.*|$BIN|$OLD/(monitor|remove-failover).sh")
+	check "every file in the image is a listed package's or the build's own" test -z "$extra"
+	[[ -z $extra ]] || printf '%s\n' "$extra" | sed 's/^/      | /' | head -n 20
+	podman_ image unmount "$IMAGE" >/dev/null
+else
+	fail "podman image mount $IMAGE"
+fi
 
 # --- render inside a namespace ---------------------------------------------
 nsr=$id-r
@@ -148,6 +190,62 @@ if mknode "$nsr" 192.0.2.1; then
 	check "render: router ids 41 and 42" bash -c '
 		grep -qE "virtual_router_id[[:space:]]+41" <<<"$1" && grep -qE "virtual_router_id[[:space:]]+42" <<<"$1"' _ "$out"
 	check "render: VIPs on veth0" grep -q '192.0.2.100.* dev veth0' <<<"$out"
+	[[ $rc == 0 ]] || echo "$out" | sed 's/^/      | /' | head -n 20
+
+	# keepalived's own configuration check of every feature the project,
+	# the keepalived-operator and a later BFD step use: a keyword compiled
+	# out is "Unknown keyword" and a non-zero exit.
+	mkdir -p "$tmp/features"
+	cat >"$tmp/features/keepalived.conf" <<-'EOF'
+		global_defs {
+		   router_id image_test
+		   notify_fifo /run/keepalived-notify.fifo
+		   vrrp_version 3
+		   nftables keepalived
+		   script_user root
+		   enable_script_security
+		}
+		track_file chk_image_test {
+		   file /run/ipfailover/check
+		   weight 0
+		}
+		vrrp_script chk_curl {
+		   script "/usr/bin/curl -s -f -m 1 -o /dev/null http://127.0.0.1:10256/healthz"
+		   interval 1
+		}
+		bfd_instance bfd_peer {
+		   neighbor_ip 192.0.2.9
+		   source_ip 192.0.2.1
+		   min_rx 100
+		   min_tx 100
+		}
+		vrrp_instance image_test_VIP_1 {
+		   interface veth0
+		   virtual_router_id 41
+		   priority 100
+		   advert_int 0.1
+		   unicast_src_ip 192.0.2.1
+		   unicast_peer {
+		      192.0.2.2
+		   }
+		   virtual_ipaddress {
+		      192.0.2.100 dev veth0
+		   }
+		   track_file {
+		      chk_image_test weight 0 reverse
+		   }
+		   track_script {
+		      chk_curl
+		   }
+		   track_bfd {
+		      bfd_peer
+		   }
+		}
+	EOF
+	out=$(prun --rm --network "ns:/run/netns/$nsr" -v "$tmp/features:/features:ro" \
+		--entrypoint /usr/sbin/keepalived "$IMAGE" -t -l -f /features/keepalived.conf 2>&1)
+	rc=$?
+	check "keepalived -t: notify_fifo, VRRPv3, nftables, track_file, a curl script, unicast, BFD all known" test "$rc" = 0
 	[[ $rc == 0 ]] || echo "$out" | sed 's/^/      | /' | head -n 20
 
 	out=$(prun --rm --network "ns:/run/netns/$nsr" \

@@ -51,7 +51,8 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, scrape, cpu, scale, chaos (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, scrape, cpu, scale, image, chaos (default all)")
+	image := flag.String("image", "localhost/ipfailover:dev", "the image whose size the image rows report, read with podman when it exists (empty: no image rows)")
 	chaosFor := flag.Duration("chaos-for", 2*time.Minute, "length of the chaos phase's mixed run")
 	var nodeEnv envList
 	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
@@ -103,7 +104,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		}
 	}
 
-	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, CPUFor: *cpuFor, Poll: *poll, Log: log}
+	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, CPUFor: *cpuFor, Poll: *poll, Log: log, Image: *image}
 	if *only != "" {
 		o.Phases = strings.Split(*only, ",")
 	}

@@ -49,14 +49,17 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "scrape", "cpu" and "scale" (Scale still gates the last, and the
-	// 254-VIP CPU rows); empty runs all.
+	// "scrape", "cpu", "scale" (Scale still gates it, and the 254-VIP CPU
+	// rows) and "image"; empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
 	CPUFor time.Duration
 	// NodeEnv is added to every node's environment (GOGC=50, say, to try
 	// a change without rebuilding).
 	NodeEnv []string
+	// Image is the image whose size the "image" phase reports (make
+	// image's tag); empty: no image rows.
+	Image string
 }
 
 func (o Options) phase(name string) bool {
@@ -184,6 +187,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Rounds: o.Rounds, PollInterval: o.Poll.Seconds()}
 	err = r.measure(ctx)
 	rep.Rows = r.rows()
+	if o.Image != "" && o.phase("image") && ctx.Err() == nil {
+		o.Log.Info("image", "image", o.Image)
+		size, ierr := MeasureImage(ctx, o.Image)
+		rep.Rows = append(rep.Rows, imageRows(o.Image, size, ierr)...)
+	}
 	rep.Notes = r.notes
 	rep.Resolution = r.resolution.Seconds()
 	rep.Elapsed = time.Since(began).Seconds()

@@ -19,6 +19,8 @@ const (
 	Seconds Unit = "s"
 	MB      Unit = "MB"
 	KB      Unit = "kB"
+	// DecimalMB is 10^6 bytes, as podman prints image sizes.
+	DecimalMB Unit = "MB (10^6 B)"
 	// Percent is of one CPU.
 	Percent Unit = "%"
 	// TimeShare is a share of a span of time, in percent.
@@ -283,6 +285,8 @@ func format(v float64, u Unit) string {
 		return fmt.Sprintf("%.3f s", v)
 	case Percent, TimeShare:
 		return fmt.Sprintf("%.3f %%", v)
+	case DecimalMB:
+		return fmt.Sprintf("%.1f MB", v)
 	default:
 		return fmt.Sprintf("%.1f %s", v, u)
 	}
