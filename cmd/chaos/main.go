@@ -51,6 +51,7 @@ func run() int {
 	advert := flag.String("advert-interval", "", "OPENSHIFT_HA_ADVERT_INTERVAL of the fleet (default: unset, 1 s)")
 	out := flag.String("out", "", "directory for the report and the pictures (default out/chaos/seed-N)")
 	verbose := flag.Bool("v", false, "log the lab's steps and copy every node's output to stderr")
+	binary := flag.String("binary", "", "run this ipfailover binary instead of building ./cmd/ipfailover (another build, to compare)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: chaos [flags]\n\nRuns ipfailover on a three-node lab under a seeded nemesis and reports the outages a client saw. Needs root.\n\n")
 		flag.PrintDefaults()
@@ -103,7 +104,7 @@ func run() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	commit, err := build(ctx, dir)
+	commit, err := build(ctx, dir, *binary)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
@@ -187,9 +188,19 @@ func parseSeed(s string) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-// build compiles ./cmd/ipfailover into dir and copies this program there
-// as the nodes' service; it returns the commit.
-func build(ctx context.Context, dir string) (string, error) {
+// build compiles ./cmd/ipfailover into dir (or copies binary there) and
+// copies this program there as the nodes' service; it returns the commit.
+func build(ctx context.Context, dir, binary string) (string, error) {
+	if binary != "" {
+		b, err := os.ReadFile(binary)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "ipfailover"), b, 0o755); err != nil {
+			return "", err
+		}
+		return "binary " + binary, copySelf(dir)
+	}
 	commit := "unknown"
 	if b, err := exec.CommandContext(ctx, "git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(b))
@@ -202,13 +213,19 @@ func build(ctx context.Context, dir string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building ./cmd/ipfailover: %w\n%s", err, out)
 	}
+	return commit, copySelf(dir)
+}
+
+// copySelf copies this program into dir, where the nodes see it, as their
+// service.
+func copySelf(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
-		return "", err
+		return err
 	}
 	b, err := os.ReadFile(self)
 	if err != nil {
-		return "", err
+		return err
 	}
-	return commit, os.WriteFile(filepath.Join(dir, "chaos"), b, 0o755)
+	return os.WriteFile(filepath.Join(dir, "chaos"), b, 0o755)
 }
