@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/netip"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,9 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 		o.Commit, len(d.Nodes), strings.Join(d.Nodes, ", "), vipList(d.VIPs), strings.Join(settings, " "))
 	p("Measured over %s from %s UTC: a client in its own namespace opened a TCP connection to every VIP every %s (an HTTP request answered with the node's name within %s counts); the holders are the nodes' kernels' (netlink notifications: the VIP on the node's link, the link up).",
 		fmtDur(d.End.Sub(d.Start)), d.Start.UTC().Format("2006-01-02 15:04:05.000"), ProbeInterval, ProbeDeadline)
+	if len(res.Load) > 0 {
+		p("The machine's load average (1 minute) during the run: %.1f–%.1f on %d cores; the lab shares them with whatever else runs.", slices.Min(res.Load), slices.Max(res.Load), runtime.NumCPU())
+	}
 	p("")
 
 	if !res.Pass() {

@@ -95,6 +95,10 @@ type Result struct {
 	// Report is the Markdown report's path, Pictures the timelines'.
 	Report   string
 	Pictures []string
+	// Load is the machine's 1-minute load average at the start, at every
+	// status line and at the end: the other programs the run shared the
+	// cores with.
+	Load []float64
 }
 
 // Pass reports whether the run met every limit and invariant.
@@ -175,7 +179,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	d.Start = time.Now()
 	fmt.Fprintf(out, "%8s  probing %d VIPs every %s from the client\n", "0.000s", len(targets), ProbeInterval)
 
-	res := &Result{Schedule: sched, Data: d}
+	res := &Result{Schedule: sched, Data: d, Load: loadAverage(nil)}
 	recs := make([]Record, len(sched.Faults))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -229,7 +233,8 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 		select {
 		case <-ctx.Done():
 		case <-status.C:
-			say("%s", statusLine(prober, obs, t.vips(), d.Start))
+			res.Load = loadAverage(res.Load)
+			say("%s; load average %.1f", statusLine(prober, obs, t.vips(), d.Start), res.Load[len(res.Load)-1])
 		case <-done:
 			finished, done = true, nil
 		case <-timeUp:
@@ -245,6 +250,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	}
 	d.Records = recs
 	d.End = time.Now()
+	res.Load = loadAverage(res.Load)
 	d.Probes = prober.Stop()
 	var oerrs []error
 	d.Holdings, d.Entries, oerrs = obs.Stop()
@@ -339,6 +345,20 @@ func statusLine(p *Prober, obs *Observer, vips []netip.Addr, since time.Time) st
 		parts = append(parts, fmt.Sprintf("%s %.2f%% on %s", v, avail, strings.Join(obs.Holders(v), "+")))
 	}
 	return "status: " + strings.Join(parts, " | ")
+}
+
+// loadAverage appends the machine's 1-minute load average to ls (nothing
+// when /proc/loadavg cannot be read).
+func loadAverage(ls []float64) []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ls
+	}
+	var one float64
+	if _, err := fmt.Sscan(string(b), &one); err != nil {
+		return ls
+	}
+	return append(ls, one)
 }
 
 // clientChecks: at the end, every VIP answered the client's last probes
