@@ -51,7 +51,7 @@ func run() int {
 	advert := flag.String("advert-interval", "", "OPENSHIFT_HA_ADVERT_INTERVAL of the fleet (default: unset, 1 s)")
 	out := flag.String("out", "", "directory for the report and the pictures (default out/chaos/seed-N)")
 	verbose := flag.Bool("v", false, "log the lab's steps and copy every node's output to stderr")
-	binary := flag.String("binary", "", "run this ipfailover binary instead of building ./cmd/ipfailover (another build, to compare)")
+	other := flag.String("binary", "", "run this ipfailover binary instead of building ./cmd/ipfailover (another build, to compare)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: chaos [flags]\n\nRuns ipfailover on a three-node lab under a seeded nemesis and reports the outages a client saw. Needs root.\n\n")
 		flag.PrintDefaults()
@@ -104,7 +104,7 @@ func run() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	commit, err := build(ctx, dir, *binary)
+	commit, err := build(ctx, dir, *other)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
@@ -188,18 +188,18 @@ func parseSeed(s string) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-// build compiles ./cmd/ipfailover into dir (or copies binary there) and
+// build compiles ./cmd/ipfailover into dir (or copies other there) and
 // copies this program there as the nodes' service; it returns the commit.
-func build(ctx context.Context, dir, binary string) (string, error) {
-	if binary != "" {
-		b, err := os.ReadFile(binary)
+func build(ctx context.Context, dir, other string) (string, error) {
+	if other != "" {
+		b, err := os.ReadFile(other)
 		if err != nil {
 			return "", err
 		}
 		if err := os.WriteFile(filepath.Join(dir, "ipfailover"), b, 0o755); err != nil {
 			return "", err
 		}
-		return "binary " + binary, copySelf(dir)
+		return "binary " + other, copySelf(dir)
 	}
 	commit := "unknown"
 	if b, err := exec.CommandContext(ctx, "git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
