@@ -65,6 +65,8 @@ type Raw struct {
 	SMTPServer      string `envconfig:"OPENSHIFT_HA_SMTP_SERVER"`
 	Selector        string `envconfig:"OPENSHIFT_HA_SELECTOR"`
 	AdvertInterval  string `envconfig:"OPENSHIFT_HA_ADVERT_INTERVAL"`
+	GARPRefresh     string `envconfig:"OPENSHIFT_HA_GARP_MASTER_REFRESH"`
+	GARPRefreshRep  string `envconfig:"OPENSHIFT_HA_GARP_MASTER_REFRESH_REPEAT"`
 	MetricsAddress  string `envconfig:"OPENSHIFT_HA_METRICS_ADDRESS" default:":9650"`
 	MulticastSource string `envconfig:"MULTICAST_SOURCE_IPADDRESS"`
 	UnicastSource   string `envconfig:"UNICAST_SOURCE_IPADDRESS"`
@@ -151,10 +153,15 @@ type Config struct {
 	AdminEmails   []string
 	SMTPServer    string
 	// AdvertInterval is advert_int; fractions need VRRPv3.
-	AdvertInterval   time.Duration
-	MulticastSource  netip.Addr
-	UnicastSource    netip.Addr
-	KeepalivedConfig string
+	AdvertInterval time.Duration
+	// GARPRefresh is how often a master announces its VIPs again
+	// (keepalived's vrrp_garp_master_refresh), 0 for never; each time it
+	// sends GARPRefreshRepeat announcements per VIP.
+	GARPRefresh       time.Duration
+	GARPRefreshRepeat int
+	MulticastSource   netip.Addr
+	UnicastSource     netip.Addr
+	KeepalivedConfig  string
 	// KeepalivedFlags are the extra keepalived flags, from
 	// KEEPALIVED_OPTIONS or SysconfigPath.
 	KeepalivedFlags []string
@@ -237,6 +244,7 @@ func Parse(r Raw) (*Config, error) {
 
 	c.Preemption = preemption(&p, r.Preemption)
 	c.AdvertInterval = advertInterval(&p, r.AdvertInterval)
+	c.GARPRefresh, c.GARPRefreshRepeat = garpRefresh(&p, r.GARPRefresh, r.GARPRefreshRep)
 	c.Unicast, c.UnicastPeers = unicast(&p, r.UseUnicast, r.UnicastPeers)
 
 	if c.IPTablesChain != "" {
@@ -462,6 +470,25 @@ func advertInterval(p *problems, value string) time.Duration {
 	}
 	p.add("OPENSHIFT_HA_ADVERT_INTERVAL", value, "must be whole seconds 1..255, or a fraction 0.01..40.95 in hundredths (VRRPv3); every node must use the same value")
 	return DefaultAdvertInterval
+}
+
+// The bounds of the gratuitous ARP refresh: a day at most (keepalived's
+// bound for its other periodic announcements), and a few announcements at
+// a time.
+const (
+	maxGARPRefresh       = 86400
+	maxGARPRefreshRepeat = 100
+)
+
+// garpRefresh reads OPENSHIFT_HA_GARP_MASTER_REFRESH (whole seconds, 0 or
+// unset: off) and its repeat count (1 unless set; only with a refresh).
+func garpRefresh(p *problems, refresh, repeat string) (time.Duration, int) {
+	secs := intVar(p, "OPENSHIFT_HA_GARP_MASTER_REFRESH", refresh, 0, 0, maxGARPRefresh)
+	rep := intVar(p, "OPENSHIFT_HA_GARP_MASTER_REFRESH_REPEAT", repeat, 1, 1, maxGARPRefreshRepeat)
+	if off := strings.TrimSpace(refresh); repeat != "" && (off == "" || off == "0") {
+		p.add("OPENSHIFT_HA_GARP_MASTER_REFRESH_REPEAT", repeat, "needs OPENSHIFT_HA_GARP_MASTER_REFRESH, the period in seconds of the announcements it repeats (unset or 0: none)")
+	}
+	return time.Duration(secs) * time.Second, rep
 }
 
 // checkInterval reads OPENSHIFT_HA_CHECK_INTERVAL: seconds, as the shipped

@@ -90,8 +90,9 @@ func TestParseDefaults(t *testing.T) {
 		Check:  CheckPort, MonitorPort: 80, CheckInterval: 150 * time.Millisecond, Offset: 10, ReplicaCount: 2,
 		Preemption:  Preemption{Delay: 300 * time.Second},
 		AdminEmails: []string{"root@localhost"}, SMTPServer: "127.0.0.1",
-		AdvertInterval:   time.Second,
-		KeepalivedConfig: "/etc/keepalived/keepalived.conf", MetricsAddress: ":9650",
+		AdvertInterval:    time.Second,
+		GARPRefreshRepeat: 1,
+		KeepalivedConfig:  "/etc/keepalived/keepalived.conf", MetricsAddress: ":9650",
 	}
 	if diff := cmp.Diff(want, c, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -109,6 +110,7 @@ func TestParseEveryVariable(t *testing.T) {
 		NFTablesRule: "yes", CheckScript: "/etc/keepalive/check.sh --fast", NotifyScript: "/etc/keepalive/notify.sh",
 		CheckInterval: "5", Preemption: "nopreempt", AdminEmails: "a@example.com b@example.org",
 		SMTPServer: "smtp.example.com", Selector: "anything=goes", AdvertInterval: "0.25",
+		GARPRefresh: "60", GARPRefreshRep: "2",
 		UnicastSource: "192.0.2.11", KeepalivedConf: "/run/keepalived.conf", KeepalivedOpts: "-D",
 	})
 	if err != nil {
@@ -134,6 +136,8 @@ func TestParseEveryVariable(t *testing.T) {
 		{"emails", c.AdminEmails, []string{"a@example.com", "b@example.org"}},
 		{"smtp", c.SMTPServer, "smtp.example.com"},
 		{"advert", c.AdvertInterval, 250 * time.Millisecond},
+		{"garp refresh", c.GARPRefresh, time.Minute},
+		{"garp refresh repeat", c.GARPRefreshRepeat, 2},
 		{"unicast source", c.UnicastSource.String(), "192.0.2.11"},
 		{"keepalived config", c.KeepalivedConfig, "/run/keepalived.conf"},
 		{"keepalived flags", c.KeepalivedFlags, []string{"-D"}},
@@ -199,6 +203,14 @@ func TestParseRefuses(t *testing.T) {
 		{"advert zero", func(r *Raw) { r.AdvertInterval = "0" }, "OPENSHIFT_HA_ADVERT_INTERVAL"},
 		{"advert thousandths", func(r *Raw) { r.AdvertInterval = "0.005" }, "OPENSHIFT_HA_ADVERT_INTERVAL"},
 		{"advert too big", func(r *Raw) { r.AdvertInterval = "256" }, "OPENSHIFT_HA_ADVERT_INTERVAL"},
+		{"garp refresh fraction", func(r *Raw) { r.GARPRefresh = "1.5" }, `OPENSHIFT_HA_GARP_MASTER_REFRESH="1.5": must be a whole number 0..86400`},
+		{"garp refresh negative", func(r *Raw) { r.GARPRefresh = "-60" }, "OPENSHIFT_HA_GARP_MASTER_REFRESH"},
+		{"garp refresh unit", func(r *Raw) { r.GARPRefresh = "60s" }, "OPENSHIFT_HA_GARP_MASTER_REFRESH"},
+		{"garp refresh too long", func(r *Raw) { r.GARPRefresh = "86401" }, "OPENSHIFT_HA_GARP_MASTER_REFRESH"},
+		{"garp repeat zero", func(r *Raw) { r.GARPRefresh, r.GARPRefreshRep = "60", "0" }, `OPENSHIFT_HA_GARP_MASTER_REFRESH_REPEAT="0": must be a whole number 1..100`},
+		{"garp repeat too many", func(r *Raw) { r.GARPRefresh, r.GARPRefreshRep = "60", "101" }, "OPENSHIFT_HA_GARP_MASTER_REFRESH_REPEAT"},
+		{"garp repeat without a refresh", func(r *Raw) { r.GARPRefreshRep = "2" }, `OPENSHIFT_HA_GARP_MASTER_REFRESH_REPEAT="2": needs OPENSHIFT_HA_GARP_MASTER_REFRESH`},
+		{"garp repeat with the refresh off", func(r *Raw) { r.GARPRefresh, r.GARPRefreshRep = "0", "2" }, "needs OPENSHIFT_HA_GARP_MASTER_REFRESH"},
 		{"mcast source garbage", func(r *Raw) { r.MulticastSource = "x" }, "MULTICAST_SOURCE_IPADDRESS"},
 		{"unicast source family", func(r *Raw) { r.UnicastSource = "2001:db8::1" }, "UNICAST_SOURCE_IPADDRESS"},
 		{"keepalived config relative", func(r *Raw) { r.KeepalivedConf = "k.conf" }, "KEEPALIVED_CONFIG"},

@@ -1,6 +1,7 @@
 // Command bench measures ipfailover in a three-node cluster of network
-// namespaces: failover times against their VRRP limits, rollouts, startup,
-// scrape latency, memory, CPU at rest and a 254-VIP scale run. It prints one
+// namespaces: failover times against their VRRP limits, rollouts, clients
+// after healed partitions (beside the shipped image's configuration),
+// startup, scrape latency, memory, CPU at rest and a 254-VIP scale run. It prints one
 // table and writes the figures to out/bench.json for comparison between
 // commits, and the README's table, with the commit and machine, to
 // out/bench.md. It needs
@@ -51,7 +52,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, scrape, cpu, scale, image, chaos (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, partition, scrape, cpu, scale, image, chaos (default all)")
 	image := flag.String("image", "localhost/ipfailover:dev", "the image whose size the image rows report, read with podman when it exists (empty: no image rows)")
 	chaosFor := flag.Duration("chaos-for", 2*time.Minute, "length of the chaos phase's mixed run")
 	var nodeEnv envList

@@ -121,7 +121,7 @@ func run(ctx context.Context, out io.Writer, verbose bool) (err error) {
 	}
 	defer func() { err = errors.Join(err, d.cleanup()) }()
 
-	steps := []func(context.Context) error{d.start, d.show, d.serviceFails, d.rollPod, d.rejoin, d.splitBrain}
+	steps := []func(context.Context) error{d.start, d.show, d.serviceFails, d.rollPod, d.rejoin, d.splitBrain, d.partitionHeals}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err

@@ -55,7 +55,7 @@ func (d *demo) splitBrain(ctx context.Context) error {
 		return err
 	}
 	twice := map[netip.Addr]time.Duration{}
-	if err := d.watch(ctx, 30*time.Second, func(h holders) bool {
+	if err := d.watch(ctx, func(h holders) bool {
 		for _, v := range doubled {
 			if _, ok := twice[v]; !ok && len(h[v]) == 2 {
 				twice[v] = time.Since(start)
@@ -96,7 +96,7 @@ func (d *demo) splitBrain(ctx context.Context) error {
 		return err
 	}
 	var one time.Duration
-	if err := d.watch(ctx, 30*time.Second, func(h holders) bool {
+	if err := d.watch(ctx, func(h holders) bool {
 		for _, v := range doubled {
 			if h.one(v) != s0.holders.one(v) {
 				return false

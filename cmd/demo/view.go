@@ -174,10 +174,13 @@ func (d *demo) legend() {
 	d.say("  answer to a GET from the client namespace, which goes wherever the VIP is.")
 }
 
+// watchLimit bounds every wait of watch.
+const watchLimit = 30 * time.Second
+
 // watch reads the kernel every pollEvery until done accepts what it sees,
-// or limit passes.
-func (d *demo) watch(ctx context.Context, limit time.Duration, done func(holders) bool) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+// or watchLimit passes.
+func (d *demo) watch(ctx context.Context, done func(holders) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, watchLimit)
 	defer cancel()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
@@ -194,7 +197,7 @@ func (d *demo) watch(ctx context.Context, limit time.Duration, done func(holders
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w; last seen: %v", limit, ctx.Err(), h)
+			return fmt.Errorf("after %s: %w; last seen: %v", watchLimit, ctx.Err(), h)
 		case <-tick.C:
 		}
 	}
@@ -248,7 +251,7 @@ func (d *demo) watchReturn(ctx context.Context, start time.Time, to *lab.Node, v
 // when each VIP left its from node, when it arrived, and how often it was
 // seen on two nodes.
 func (d *demo) track(ctx context.Context, start time.Time, moves []move, arrived func(*move, holders) bool) error {
-	return d.watch(ctx, 30*time.Second, func(h holders) bool {
+	return d.watch(ctx, func(h holders) bool {
 		now := time.Since(start)
 		all := true
 		for i := range moves {

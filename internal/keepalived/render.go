@@ -43,11 +43,15 @@ type data struct {
 	CheckCommand  string
 	CheckInterval int
 	AdvertInt     string
-	Preemption    string
-	AuthPass      string
-	Notify        string
-	NotifyFIFO    string
-	Instances     []config.Instance
+	// GARPRefresh is vrrp_garp_master_refresh in seconds (0: none) and
+	// GARPRefreshRepeat its repeat count.
+	GARPRefresh       int
+	GARPRefreshRepeat int
+	Preemption        string
+	AuthPass          string
+	Notify            string
+	NotifyFIFO        string
+	Instances         []config.Instance
 }
 
 // Render writes the keepalived.conf that node runs for c with the given
@@ -63,6 +67,9 @@ func Render(c *config.Config, node config.Node, instances []config.Instance) ([]
 		Notify:     c.NotifyScript,
 		NotifyFIFO: NotifyFIFO,
 		Instances:  instances,
+
+		GARPRefresh:       int(c.GARPRefresh / time.Second),
+		GARPRefreshRepeat: c.GARPRefreshRepeat,
 	}
 	switch c.Check {
 	case config.CheckPort:

@@ -16,14 +16,16 @@ type SplitBrain interface {
 }
 
 // splitBrainCollector exports the guard's view:
-// ipfailover_vip_duplicate, ipfailover_vip_stray_removed_total and
+// ipfailover_vip_duplicate, ipfailover_vip_stray_removed_total,
+// ipfailover_vip_announcements_total and
 // ipfailover_vrrp_foreign_adverts_total.
 type splitBrainCollector struct {
-	guard   SplitBrain
-	vips    []netip.Addr
-	dup     *prometheus.Desc
-	stray   *prometheus.Desc
-	foreign *prometheus.Desc
+	guard     SplitBrain
+	vips      []netip.Addr
+	dup       *prometheus.Desc
+	stray     *prometheus.Desc
+	announced *prometheus.Desc
+	foreign   *prometheus.Desc
 }
 
 func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollector {
@@ -36,6 +38,9 @@ func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollecto
 		stray: prometheus.NewDesc("ipfailover_vip_stray_removed_total",
 			"VIPs removed from this node's interface because keepalived's instance for them was not MASTER here.",
 			[]string{"vip"}, nil),
+		announced: prometheus.NewDesc("ipfailover_vip_announcements_total",
+			"Gratuitous ARPs or unsolicited neighbour advertisements this node sent for a VIP it holds after another host that had claimed it stopped answering for it (a split brain over), so that clients follow this node again.",
+			[]string{"vip"}, nil),
 		foreign: prometheus.NewDesc("ipfailover_vrrp_foreign_adverts_total",
 			"VRRP adverts for one of this deployment's router ids from a speaker outside it (another VIP set, authentication or version, or a source that is not a unicast peer).",
 			[]string{"vrid", "source"}, nil),
@@ -45,6 +50,7 @@ func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollecto
 func (c *splitBrainCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.dup
 	ch <- c.stray
+	ch <- c.announced
 	ch <- c.foreign
 }
 
@@ -60,6 +66,7 @@ func (c *splitBrainCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.dup, prometheus.GaugeValue, 0, vip, "")
 		}
 		ch <- prometheus.MustNewConstMetric(c.stray, prometheus.CounterValue, float64(s.StrayRemoved[v]), vip)
+		ch <- prometheus.MustNewConstMetric(c.announced, prometheus.CounterValue, float64(s.Announced[v]), vip)
 	}
 	for _, f := range s.Foreign {
 		ch <- prometheus.MustNewConstMetric(c.foreign, prometheus.CounterValue, float64(f.Adverts), strconv.Itoa(f.VRID), f.Source)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
+
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host/hosttest"
 	"github.com/ipfailover/ipfailover/test/syncbuf"
@@ -114,6 +116,13 @@ func (c *fakeConn) Close() error {
 	return nil
 }
 
+// frames returns what the guard wrote so far.
+func (c *fakeConn) frames() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.written)
+}
+
 func (c *fakeConn) setOnWrite(f func([]byte)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -131,6 +140,8 @@ type guardTest struct {
 	socks  sockets
 	arp    *fakeConn
 	vrrp4  *fakeConn
+	nsOut  *fakeConn
+	naIn   *fakeConn
 	notify *io.PipeWriter
 	k      *fakeKeepalived
 	logs   *syncbuf.Buffer
@@ -138,13 +149,15 @@ type guardTest struct {
 	done   chan struct{}
 }
 
-var testTiming = timing{probe: 100 * time.Millisecond, confirm: 50 * time.Millisecond, grace: 300 * time.Millisecond, relist: time.Hour}
+var testTiming = timing{probe: 100 * time.Millisecond, confirm: 50 * time.Millisecond, grace: 300 * time.Millisecond, relist: time.Hour,
+	contest: 50 * time.Millisecond, spacing: 200 * time.Millisecond}
 
 func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
 	t.Helper()
 	gt := &guardTest{t: t, host: newFakeHost(prefixes...), arp: newFakeConn(), vrrp4: newFakeConn(), k: &fakeKeepalived{}, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	gt.k.pid.Store(100)
-	gt.socks = sockets{arp: gt.arp, vrrp4: gt.vrrp4}
+	gt.nsOut, gt.naIn = newFakeConn(), newFakeConn()
+	gt.socks = sockets{arp: gt.arp, vrrp4: gt.vrrp4, nsOut: gt.nsOut, naIn: gt.naIn}
 	r, w := io.Pipe()
 	gt.notify = w
 	ifi, err := gt.host.Interface("eth0")
@@ -202,6 +215,18 @@ func (gt *guardTest) waitFor(what string, cond func() bool) {
 func TestGuardRemovesStrays(t *testing.T) {
 	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100-101"}, "192.0.2.11/24", "192.0.2.101/32")
 	v100, v101 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
+	// Once removed, the stray is probed for: the holder's guard takes the
+	// probe as a claim, finds this node silent and announces the VIP.
+	probe100, err := arpProbe(macA, v100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var poked atomic.Int64
+	gt.arp.setOnWrite(func(b []byte) {
+		if bytes.Equal(b, probe100) && !gt.host.has(v100) {
+			poked.Add(1)
+		}
+	})
 	// keepalived 2.2.7 writes MASTER_RX_LOWER_PRI when a master hears a
 	// lower priority: an event, the instance stays MASTER.
 	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" BACKUP 240`, `INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`,
@@ -218,6 +243,7 @@ func TestGuardRemovesStrays(t *testing.T) {
 		t.Errorf("removed after %v, before the grace period of %v", took, testTiming.grace)
 	}
 	gt.waitFor("count", func() bool { return gt.g.Snapshot().StrayRemoved[v100] == 1 })
+	gt.waitFor("a probe for the removed stray", func() bool { return poked.Load() == 1 })
 	if !gt.host.has(v101) || !gt.host.has(netip.MustParseAddr("192.0.2.11")) {
 		t.Error("the MASTER's VIP or the node's own address went too")
 	}
@@ -336,6 +362,133 @@ func TestGuardDuplicates(t *testing.T) {
 	if l := gt.logs.Lines("duplicate VIP over: this node released it"); len(l) != 1 {
 		t.Errorf("log lines %q, want one release", l)
 	}
+}
+
+// TestGuardAnnouncesWhenTheContestEnds: another host claims VIPs this node
+// holds (a gratuitous ARP, a neighbour advertisement) and answers the
+// probes sent to it alone while it has them; once it stops, this node
+// announces each VIP (twice), counts and logs it. A duplicate address
+// detection probe with no host behind it (a stray's remover) is announced
+// after one round; a VIP this node lets go is not.
+func TestGuardAnnouncesWhenTheContestEnds(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100,192.0.2.101"}, "192.0.2.11/24", "2001:db8::11/64",
+		"192.0.2.100/32", "2001:db8::100/128", "192.0.2.101/32")
+	v4, v6, v101 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100"), netip.MustParseAddr("192.0.2.101")
+	var holding atomic.Bool
+	holding.Store(true)
+	// The other host answers probes sent to its MAC while it holds.
+	gt.arp.setOnWrite(func(b []byte) {
+		cl := newARPDecoder().claims(b)
+		if holding.Load() && len(cl) == 1 && cl[0].addr != v101 && bytes.Equal(b[0:6], macB) {
+			gt.arp.in <- packetIn{b: arpFrame(t, 2, macB, cl[0].addr.String(), macA, "0.0.0.0")}
+		}
+	})
+	tlla := layers.ICMPv6Options{{Type: layers.ICMPv6OptTargetAddress, Data: macB}}
+	gt.nsOut.setOnWrite(func(b []byte) {
+		if holding.Load() && len(b) == 14+40+nsLen && b[14+40] == icmpv6NS && bytes.Equal(b[0:6], macB) {
+			gt.naIn.in <- packetIn{b: naMessage(t, "2001:db8::100", tlla), from: &net.IPAddr{IP: net.ParseIP("fe80::b")}}
+		}
+	})
+	gt.waitFor("the first probes", func() bool { return len(gt.arp.frames()) > 0 && len(gt.nsOut.frames()) > 0 })
+	gt.arp.in <- packetIn{b: arpFrame(t, 1, macB, "192.0.2.100", make(net.HardwareAddr, 6), "192.0.2.100")}
+	gt.naIn.in <- packetIn{b: naMessage(t, "2001:db8::100", tlla), from: &net.IPAddr{IP: net.ParseIP("fe80::b")}}
+	asked := func(c *fakeConn) int {
+		n := 0
+		for _, b := range c.frames() {
+			if bytes.Equal(b[0:6], macB) {
+				n++
+			}
+		}
+		return n
+	}
+	gt.waitFor("three rounds of probes to the other host", func() bool { return asked(gt.arp) >= 3 && asked(gt.nsOut) >= 3 })
+	if n := gt.g.Snapshot().Announced; n[v4] != 0 || n[v6] != 0 {
+		t.Fatalf("announced %v while the other host still answers", n)
+	}
+	holding.Store(false)
+	gt.waitFor("both VIPs announced", func() bool { n := gt.g.Snapshot().Announced; return n[v4] == 1 && n[v6] == 1 })
+	garp, err := arpAnnouncement(macA, v4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, err := naAnnouncement(macA, v6, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(gt.arp.frames(), garp); n != 2 {
+		t.Errorf("%d gratuitous ARPs for %s, want 2", n, v4)
+	}
+	if n := count(gt.nsOut.frames(), na); n != 2 {
+		t.Errorf("%d neighbour advertisements for %s, want 2", n, v6)
+	}
+	if l := gt.logs.Lines("VIP contest over"); len(l) != 2 || !strings.Contains(strings.Join(l, "\n"), "other_mac="+macB.String()) {
+		t.Errorf("log lines %q, want one per VIP naming %s", l, macB)
+	}
+
+	// A duplicate address detection probe: announced after one round.
+	probe, _, err := nsProbe(macB, v6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(testTiming.spacing)
+	gt.naIn.in <- packetIn{b: probe[14+40:], from: &net.IPAddr{IP: net.IPv6unspecified}}
+	gt.waitFor("the probed VIP announced", func() bool { return gt.g.Snapshot().Announced[v6] == 2 })
+
+	// Contested, then let go by this node: nothing to announce.
+	gt.arp.in <- packetIn{b: arpFrame(t, 2, macB, "192.0.2.101", macA, "0.0.0.0")}
+	if err := gt.host.Delete("eth0", netip.MustParsePrefix("192.0.2.101/32")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * testTiming.contest)
+	if n := gt.g.Snapshot().Announced[v101]; n != 0 {
+		t.Errorf("announced %s %d times after letting it go", v101, n)
+	}
+}
+
+// TestGuardAnnouncesOnlyWhatItHolds: keepalived removes a contested VIP
+// and the contest ends before the address notification arrives: the
+// guard, which lists the addresses before it announces, says nothing.
+func TestGuardAnnouncesOnlyWhatItHolds(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100"}, "192.0.2.11/24", "192.0.2.100/32")
+	v := netip.MustParseAddr("192.0.2.100")
+	var answering atomic.Bool
+	answering.Store(true)
+	asked := atomic.Int64{}
+	gt.arp.setOnWrite(func(b []byte) {
+		if bytes.Equal(b[0:6], macB) {
+			asked.Add(1)
+			if answering.Load() {
+				gt.arp.in <- packetIn{b: arpFrame(t, 2, macB, "192.0.2.100", macA, "0.0.0.0")}
+			}
+		}
+	})
+	gt.waitFor("the first probe", func() bool { return len(gt.arp.frames()) > 0 })
+	gt.arp.in <- packetIn{b: arpFrame(t, 1, macB, "192.0.2.100", make(net.HardwareAddr, 6), "192.0.2.100")}
+	gt.waitFor("two probes to the other host", func() bool { return asked.Load() >= 2 })
+	// Gone without a notification (the fake's own Delete would send one),
+	// while the contest goes on; then the other host stops answering.
+	if err := gt.host.Addrs.Delete("eth0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	answering.Store(false)
+	time.Sleep(5 * testTiming.contest)
+	garp, err := arpAnnouncement(macA, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(gt.arp.frames(), garp); n != 0 || gt.g.Snapshot().Announced[v] != 0 {
+		t.Errorf("%d gratuitous ARPs for a VIP no longer on the interface", n)
+	}
+}
+
+func count(frames [][]byte, f []byte) int {
+	n := 0
+	for _, b := range frames {
+		if bytes.Equal(b, f) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestGuardForeignAdverts(t *testing.T) {

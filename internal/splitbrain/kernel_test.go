@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -63,6 +64,17 @@ func newPair(t *testing.T) *pair {
 	return p
 }
 
+// bothHold puts 192.0.2.100 and 2001:db8::100 on both sides, a split
+// brain, and runs a guard for them in the node.
+func (p *pair) bothHold(t *testing.T) (*Guard, *syncbuf.Buffer) {
+	t.Helper()
+	for _, ns := range []string{p.node, p.peer} {
+		nstest.IP(t, ns, "addr", "add", "192.0.2.100/32", "dev", "eth0")
+		nstest.IP(t, ns, "addr", "add", "2001:db8::100/128", "dev", "eth0", "nodad")
+	}
+	return p.guard(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})
+}
+
 func run(t *testing.T, argv ...string) {
 	t.Helper()
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
@@ -92,7 +104,8 @@ func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *syncbuf.Buffer) {
 	}
 	logs := &syncbuf.Buffer{}
 	g, err := newGuard(Options{Plan: pl, Host: p.nl, Keepalived: &fakeKeepalived{}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
-		&ifi, nil, socks, timing{probe: 200 * time.Millisecond, confirm: 100 * time.Millisecond, grace: time.Second, relist: time.Second})
+		&ifi, nil, socks, timing{probe: 200 * time.Millisecond, confirm: 100 * time.Millisecond, grace: time.Second, relist: time.Second,
+			contest: 200 * time.Millisecond, spacing: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +144,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) time.Duration {
 func TestKernelDuplicates(t *testing.T) {
 	p := newPair(t)
 	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100")
-	for _, ns := range []string{p.node, p.peer} {
-		nstest.IP(t, ns, "addr", "add", "192.0.2.100/32", "dev", "eth0")
-		nstest.IP(t, ns, "addr", "add", "2001:db8::100/128", "dev", "eth0", "nodad")
-	}
-	g, logs := p.guard(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})
+	g, logs := p.bothHold(t)
 	took := waitUntil(t, "both conflicts", func() bool {
 		d := g.Snapshot().Duplicates
 		return len(d[v4]) == 1 && len(d[v6]) == 1
@@ -361,4 +370,98 @@ func linkLocal(ns string) (netip.Addr, error) {
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("no link-local address on eth0 in %s: %q", ns, out)
+}
+
+// TestKernelAnnounces: the peer's kernel holds the node's VIPs too (a split
+// brain); when it lets them go, the node's guard announces them, and the
+// peer's kernel, which meanwhile had entries for them pointing elsewhere,
+// takes the node's gratuitous ARP and neighbour advertisement: its entries
+// name the node's MAC. A probe from the peer for a VIP it no longer has (a
+// stray's remover) makes the node announce it too.
+func TestKernelAnnounces(t *testing.T) {
+	p := newPair(t)
+	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100")
+	g, logs := p.bothHold(t)
+	nodeMAC, err := p.nl.Interface("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "both conflicts", func() bool {
+		d := g.Snapshot().Duplicates
+		return len(d[v4]) == 1 && len(d[v6]) == 1
+	})
+	// The peer lets go and, as a client that followed it would, has
+	// entries for the VIPs that do not name the node.
+	bogus := "02:00:00:00:00:99"
+	for _, argv := range [][]string{
+		{"addr", "del", "192.0.2.100/32", "dev", "eth0"},
+		{"addr", "del", "2001:db8::100/128", "dev", "eth0"},
+		{"neigh", "replace", "192.0.2.100", "lladdr", bogus, "nud", "stale", "dev", "eth0"},
+		{"-6", "neigh", "replace", "2001:db8::100", "lladdr", bogus, "nud", "stale", "dev", "eth0"},
+	} {
+		nstest.IP(t, p.peer, argv...)
+	}
+	neigh := func(v netip.Addr) string {
+		out, err := exec.Command("ip", "-n", p.peer, "neigh", "show", v.String(), "dev", "eth0").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	took := waitUntil(t, "the peer's entries to name the node", func() bool {
+		return strings.Contains(neigh(v4), nodeMAC.HardwareAddr.String()) && strings.Contains(neigh(v6), nodeMAC.HardwareAddr.String())
+	})
+	t.Logf("the peer's entries name the node %v after it let go: %q %q", took, neigh(v4), neigh(v6))
+	if n := g.Snapshot().Announced; n[v4] < 1 || n[v6] < 1 {
+		t.Errorf("announcements counted %v, want both VIPs", n)
+	}
+	if l := logs.Lines("VIP contest over"); len(l) < 2 {
+		t.Errorf("log lines %q, want one per VIP", l)
+	}
+
+	// A probe from the peer, which has neither VIP: announced again.
+	before := g.Snapshot().Announced
+	time.Sleep(time.Second) // the spacing between two announcements
+	for _, argv := range [][]string{
+		{"neigh", "replace", "192.0.2.100", "lladdr", bogus, "nud", "stale", "dev", "eth0"},
+		{"-6", "neigh", "replace", "2001:db8::100", "lladdr", bogus, "nud", "stale", "dev", "eth0"},
+	} {
+		nstest.IP(t, p.peer, argv...)
+	}
+	var socks sockets
+	if err := lab.InNetns(p.peer, func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		var errs []error
+		socks, errs = openSockets(ifi, expectations(testPlan(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})))
+		if len(errs) > 0 {
+			return fmt.Errorf("%v", errs)
+		}
+		probe4, err := arpProbe(p.peerMAC, v4)
+		if err != nil {
+			return err
+		}
+		if _, err := socks.arp.WriteTo(probe4, &packet.Addr{HardwareAddr: broadcastMAC}); err != nil {
+			return err
+		}
+		probe6, to, err := nsProbe(p.peerMAC, v6)
+		if err != nil {
+			return err
+		}
+		_, err = socks.nsOut.WriteTo(probe6, &packet.Addr{HardwareAddr: to})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer socks.close()
+	took = waitUntil(t, "the probed VIPs announced", func() bool {
+		n := g.Snapshot().Announced
+		return n[v4] > before[v4] && n[v6] > before[v6]
+	})
+	t.Logf("announced %v after the peer's probes", took)
+	waitUntil(t, "the peer's entries to name the node again", func() bool {
+		return strings.Contains(neigh(v4), nodeMAC.HardwareAddr.String()) && strings.Contains(neigh(v6), nodeMAC.HardwareAddr.String())
+	})
 }

@@ -9,9 +9,9 @@ import (
 	"net/netip"
 )
 
-// The packets the guard sends and reads: ARP probes and replies (IPv4),
-// neighbour solicitations and advertisements (IPv6), and VRRP adverts (v2
-// and v3). They are fixed formats of a few fields, written and read here
+// The packets the guard sends and reads: ARP probes, replies and
+// announcements (IPv4), neighbour solicitations and advertisements (IPv6),
+// and VRRP adverts (v2 and v3). They are fixed formats of a few fields, written and read here
 // with encoding/binary: gopacket's layers package, the maintained library
 // that has them all, costs every node about 10 MB of memory for lookup
 // tables the guard never uses (measured with the bench's RSS rows). The
@@ -33,9 +33,17 @@ const (
 	icmpv6NA      = 136
 	nsLen         = 24 // type, code, checksum, reserved, target
 	optTargetLL   = 2  // the target link-layer address option
+	// The flags of a neighbour advertisement (RFC 4861 4.4).
+	naRouter   = 0x80
+	naOverride = 0x20
 )
 
-var broadcastMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+var (
+	broadcastMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	// allNodes is ff02::1 and its Ethernet group address.
+	allNodes    = netip.MustParseAddr("ff02::1")
+	allNodesMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+)
 
 // ethernet writes an Ethernet header into b.
 func ethernet(b []byte, dst, src net.HardwareAddr, typ uint16) {
@@ -62,6 +70,28 @@ func arpProbe(mac net.HardwareAddr, vip netip.Addr) ([]byte, error) {
 	v := vip.As4()
 	copy(a[24:28], v[:])
 	return b, nil
+}
+
+// arpAnnouncement is an RFC 5227 ARP announcement of vip by mac, the
+// gratuitous ARP keepalived sends as it takes a VIP: a broadcast request
+// whose sender and target addresses are both vip. Every host that has an
+// entry for vip updates it to mac (Linux does even within its locktime).
+func arpAnnouncement(mac net.HardwareAddr, vip netip.Addr) ([]byte, error) {
+	b, err := arpProbe(mac, vip)
+	if err != nil {
+		return nil, err
+	}
+	v := vip.As4()
+	copy(b[ethHeaderLen+14:ethHeaderLen+18], v[:])
+	return b, nil
+}
+
+// withDst returns a copy of frame sent to dst instead: a probe asked of
+// one host rather than of every host on the link.
+func withDst(frame []byte, dst net.HardwareAddr) []byte {
+	b := bytes.Clone(frame)
+	copy(b[0:6], dst)
+	return b
 }
 
 // solicitedNode returns the solicited-node multicast address of a and its
@@ -96,6 +126,39 @@ func nsProbe(mac net.HardwareAddr, vip netip.Addr) ([]byte, net.HardwareAddr, er
 	copy(msg[8:24], target[:])
 	binary.BigEndian.PutUint16(msg[2:4], icmpv6Checksum(ip[8:24], ip[24:40], msg))
 	return b, groupMAC, nil
+}
+
+// naAnnouncement is an unsolicited neighbour advertisement of vip by mac
+// (RFC 4861 7.2.6), as keepalived sends one as it takes an IPv6 VIP: from
+// vip to all nodes, hop limit 255, the override flag set (and the router
+// flag when this node forwards, so that a host using it as a router keeps
+// doing so) and mac in the target link-layer address option. Every host
+// that has an entry for vip updates it to mac.
+func naAnnouncement(mac net.HardwareAddr, vip netip.Addr, router bool) ([]byte, error) {
+	if len(mac) != 6 || !vip.Is6() || vip.Is4In6() {
+		return nil, fmt.Errorf("building the neighbour advertisement of %s from %s: needs an IPv6 address and an Ethernet MAC", vip, mac)
+	}
+	const msgLen = nsLen + 8
+	b := make([]byte, ethHeaderLen+ipv6HeaderLen+msgLen)
+	ethernet(b, allNodesMAC, mac, ethTypeIPv6)
+	ip := b[ethHeaderLen:]
+	ip[0] = 6 << 4
+	binary.BigEndian.PutUint16(ip[4:6], msgLen)
+	ip[6], ip[7] = protoICMPv6, 255
+	src, dst := vip.As16(), allNodes.As16()
+	copy(ip[8:24], src[:])
+	copy(ip[24:40], dst[:])
+	msg := ip[ipv6HeaderLen:]
+	msg[0] = icmpv6NA
+	msg[4] = naOverride
+	if router {
+		msg[4] |= naRouter
+	}
+	copy(msg[8:24], src[:])
+	msg[24], msg[25] = optTargetLL, 1 // one unit of 8 bytes
+	copy(msg[26:32], mac)
+	binary.BigEndian.PutUint16(msg[2:4], icmpv6Checksum(ip[8:24], ip[24:40], msg))
+	return b, nil
 }
 
 // icmpv6Checksum is the RFC 4443 checksum of msg (its checksum field zero)
@@ -200,6 +263,21 @@ func (*ndpDecoder) claims(msg []byte) []claim {
 		return nil
 	}
 	return []claim{{target, mac}}
+}
+
+// claimsFrom is claims for a message that came from src, as a raw ICMPv6
+// socket reads it: a duplicate address detection probe (a solicitation from
+// the unspecified address) is another host about to take its target, or
+// holding it and checking, as this program does; it carries no link-layer
+// address, so its claim has none.
+func (d *ndpDecoder) claimsFrom(msg []byte, src net.Addr) []claim {
+	if len(msg) >= nsLen && msg[0] == icmpv6NS && msg[1] == 0 {
+		if a, ok := src.(*net.IPAddr); ok && a.IP.IsUnspecified() {
+			return []claim{{addr: netip.AddrFrom16([16]byte(msg[8:24]))}}
+		}
+		return nil
+	}
+	return d.claims(msg)
 }
 
 // advert is the part of a VRRP advertisement that says whose it is.

@@ -2,6 +2,7 @@ package splitbrain
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"net"
 	"net/netip"
@@ -175,20 +176,28 @@ func TestARPProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	arp := broadcastARP(t, frame, macA)
+	if arp.Operation != layers.ARPRequest || net.IP(arp.SourceProtAddress).String() != "0.0.0.0" ||
+		net.HardwareAddr(arp.SourceHwAddress).String() != macA.String() || net.IP(arp.DstProtAddress).String() != vip.String() ||
+		net.HardwareAddr(arp.DstHwAddress).String() != "00:00:00:00:00:00" {
+		t.Errorf("ARP %+v, want a request from 0.0.0.0 %s for %s", arp, macA, vip)
+	}
+}
+
+// broadcastARP decodes frame with gopacket: an ARP frame from mac to
+// every host.
+func broadcastARP(t *testing.T, frame []byte, mac net.HardwareAddr) *layers.ARP {
+	t.Helper()
 	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
 	eth, _ := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
 	arp, _ := p.Layer(layers.LayerTypeARP).(*layers.ARP)
 	if eth == nil || arp == nil {
 		t.Fatalf("not Ethernet and ARP: %v", p)
 	}
-	if eth.DstMAC.String() != "ff:ff:ff:ff:ff:ff" || eth.SrcMAC.String() != macA.String() {
-		t.Errorf("Ethernet %s -> %s, want %s -> broadcast", eth.SrcMAC, eth.DstMAC, macA)
+	if eth.DstMAC.String() != "ff:ff:ff:ff:ff:ff" || eth.SrcMAC.String() != mac.String() {
+		t.Errorf("Ethernet %s -> %s, want %s -> broadcast", eth.SrcMAC, eth.DstMAC, mac)
 	}
-	if arp.Operation != layers.ARPRequest || net.IP(arp.SourceProtAddress).String() != "0.0.0.0" ||
-		net.HardwareAddr(arp.SourceHwAddress).String() != macA.String() || net.IP(arp.DstProtAddress).String() != vip.String() ||
-		net.HardwareAddr(arp.DstHwAddress).String() != "00:00:00:00:00:00" {
-		t.Errorf("ARP %+v, want a request from 0.0.0.0 %s for %s", arp, macA, vip)
-	}
+	return arp
 }
 
 func arpFrame(t *testing.T, op uint16, sha net.HardwareAddr, spa string, tha net.HardwareAddr, tpa string) []byte {
@@ -330,10 +339,18 @@ func TestNDPClaims(t *testing.T) {
 }
 
 // TestARPFilter runs the kernel's filter of the ARP socket in x/net/bpf's
-// virtual machine: replies and announcements pass, ordinary requests and
-// probes do not.
+// virtual machine: replies, announcements and probes for a VIP this node
+// holds pass; ordinary requests and probes for other addresses do not.
 func TestARPFilter(t *testing.T) {
-	vm, err := bpf.NewVM(arpProgram)
+	held := addrs("192.0.2.101", "192.0.2.100", "2001:db8::100")
+	for i := range 250 {
+		held = append(held, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
+	}
+	other, err := arpProbe(macB, netip.MustParseAddr("192.0.2.102"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := arpProbe(macB, netip.MustParseAddr("198.51.100.249"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,25 +359,174 @@ func TestARPFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name  string
-		frame []byte
-		pass  bool
-	}{
+	tests := []filterCase{
 		{"reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.100", macA, "0.0.0.0"), true},
-		{"probe", probe, false},
+		{"probe for a held VIP", probe, true},
+		{"probe for the last held VIP", last, true},
+		{"probe for another address", other, false},
+		{"ordinary reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.12", macA, "192.0.2.11"), true},
 		{"gratuitous request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.100", zero, "192.0.2.100"), true},
 		{"ordinary request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.12", zero, "192.0.2.100"), false},
 	}
+	filterCases(t, arpProgram(held), tests)
+}
+
+// filterCase is a packet a kernel filter should pass or drop.
+type filterCase struct {
+	name  string
+	frame []byte
+	pass  bool
+}
+
+// filterCases runs each case through prog in x/net/bpf's machine.
+func filterCases(t *testing.T, prog []bpf.Instruction, tests []filterCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := vm.Run(tt.frame)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := n > 0; got != tt.pass {
-				t.Errorf("filter keeps %d bytes: pass = %v, want %v", n, got, tt.pass)
+			if got := runFilter(t, prog, tt.frame); got != tt.pass {
+				t.Errorf("filter passes it: %v, want %v", got, tt.pass)
 			}
 		})
+	}
+}
+
+// TestNDPFilter runs the kernel's filter of the ICMPv6 socket: neighbour
+// advertisements and duplicate address detection probes pass, ordinary
+// solicitations (with the sender's link-layer address) do not.
+func TestNDPFilter(t *testing.T) {
+	probe, _, err := nsProbe(macB, netip.MustParseAddr("2001:db8::100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolve := func() []byte {
+		ip6 := &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolICMPv6, HopLimit: 255, SrcIP: net.ParseIP("2001:db8::fe"), DstIP: net.ParseIP("ff02::1:ff00:100")}
+		icmp := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeNeighborSolicitation, 0)}
+		if err := icmp.SetNetworkLayerForChecksum(ip6); err != nil {
+			t.Fatal(err)
+		}
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, serializeOpt, icmp, &layers.ICMPv6NeighborSolicitation{
+			TargetAddress: net.ParseIP("2001:db8::100"),
+			Options:       layers.ICMPv6Options{{Type: layers.ICMPv6OptSourceAddress, Data: macB}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}()
+	tests := []filterCase{
+		{"advertisement", naMessage(t, "2001:db8::100", layers.ICMPv6Options{{Type: layers.ICMPv6OptTargetAddress, Data: macB}}), true},
+		{"duplicate address detection probe", probe[14+40:], true},
+		{"a client resolving a VIP", resolve, false},
+		{"an echo request", []byte{128, 0, 0, 0, 0, 1, 0, 1}, false},
+	}
+	filterCases(t, ndpProgram, tests)
+}
+
+// TestNDPClaimsFrom: a duplicate address detection probe (a solicitation
+// from ::) claims its target, without a MAC; a solicitation from an
+// address is someone resolving, not a claim; advertisements are decoded as
+// by claims.
+func TestNDPClaimsFrom(t *testing.T) {
+	probe, _, err := nsProbe(macB, netip.MustParseAddr("2001:db8::100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := func(s string) net.Addr { return &net.IPAddr{IP: net.ParseIP(s)} }
+	tests := []struct {
+		name string
+		msg  []byte
+		from net.Addr
+		want []claim
+	}{
+		{"a probe", probe[14+40:], from("::"), []claim{{addr: netip.MustParseAddr("2001:db8::100")}}},
+		{"a solicitation from an address", probe[14+40:], from("2001:db8::fe"), nil},
+		{"an advertisement", naMessage(t, "2001:db8::100", layers.ICMPv6Options{{Type: layers.ICMPv6OptTargetAddress, Data: macB}}), from("fe80::b"),
+			[]claim{{netip.MustParseAddr("2001:db8::100"), macB}}},
+		{"a cut solicitation", probe[14+40 : 14+40+10], from("::"), nil},
+	}
+	d := newNDPDecoder()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, d.claimsFrom(tt.msg, tt.from), cmpClaims...); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestARPAnnouncement builds a gratuitous ARP and reads it back with
+// gopacket: a broadcast request from mac whose sender and target addresses
+// are the VIP.
+func TestARPAnnouncement(t *testing.T) {
+	vip := netip.MustParseAddr("192.0.2.100")
+	frame, err := arpAnnouncement(macA, vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arp := broadcastARP(t, frame, macA)
+	if arp.Operation != layers.ARPRequest || net.IP(arp.SourceProtAddress).String() != vip.String() ||
+		net.HardwareAddr(arp.SourceHwAddress).String() != macA.String() || net.IP(arp.DstProtAddress).String() != vip.String() {
+		t.Errorf("ARP %+v, want a request from %s %s for itself", arp, vip, macA)
+	}
+	// Other guards read it as the claim it is.
+	if diff := cmp.Diff([]claim{{vip, macA}}, newARPDecoder().claims(frame), cmpClaims...); diff != "" {
+		t.Errorf("claims (-want +got)\n%s", diff)
+	}
+	if _, err := arpAnnouncement(macA, netip.MustParseAddr("2001:db8::1")); err == nil {
+		t.Error("an ARP announcement of an IPv6 address")
+	}
+}
+
+// TestNAAnnouncement builds an unsolicited neighbour advertisement and reads
+// it back with gopacket: from the VIP to all nodes, hop limit 255, override
+// (and router when asked), the MAC in the target link-layer option, and a
+// checksum gopacket's own serialisation of the same layers agrees with.
+func TestNAAnnouncement(t *testing.T) {
+	vip := netip.MustParseAddr("2001:db8::1f39")
+	for _, router := range []bool{false, true} {
+		frame, err := naAnnouncement(macA, vip, router)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+		eth, _ := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		ip6, _ := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+		icmp, _ := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
+		na, _ := p.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement)
+		if eth == nil || ip6 == nil || icmp == nil || na == nil {
+			t.Fatalf("not a neighbour advertisement: %v", p)
+		}
+		if eth.DstMAC.String() != "33:33:00:00:00:01" || eth.SrcMAC.String() != macA.String() {
+			t.Errorf("Ethernet %s -> %s", eth.SrcMAC, eth.DstMAC)
+		}
+		if ip6.SrcIP.String() != vip.String() || ip6.DstIP.String() != "ff02::1" || ip6.HopLimit != 255 {
+			t.Errorf("IPv6 %s -> %s hop limit %d", ip6.SrcIP, ip6.DstIP, ip6.HopLimit)
+		}
+		if !na.Override() || na.Solicited() || na.Router() != router || na.TargetAddress.String() != vip.String() {
+			t.Errorf("flags %#x target %s, want override, router %v, not solicited, for %s", na.Flags, na.TargetAddress, router, vip)
+		}
+		// gopacket serialises the same message; the checksums agree.
+		want := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeNeighborAdvertisement, 0)}
+		ipw := &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolICMPv6, HopLimit: 255, SrcIP: ip6.SrcIP, DstIP: ip6.DstIP}
+		if err := want.SetNetworkLayerForChecksum(ipw); err != nil {
+			t.Fatal(err)
+		}
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, serializeOpt, ipw, want, &layers.ICMPv6NeighborAdvertisement{
+			Flags: na.Flags, TargetAddress: na.TargetAddress,
+			Options: layers.ICMPv6Options{{Type: layers.ICMPv6OptTargetAddress, Data: macA}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := frame[14:], buf.Bytes(); !bytes.Equal(got, want) {
+			t.Errorf("router=%v: ours\n%x\ngopacket's\n%x", router, got, want)
+		}
+		// Other guards read it as the claim it is.
+		if diff := cmp.Diff([]claim{{vip, macA}}, newNDPDecoder().claims(frame[14+40:]), cmpClaims...); diff != "" {
+			t.Errorf("claims (-want +got)\n%s", diff)
+		}
+	}
+	if _, err := naAnnouncement(macA, netip.MustParseAddr("192.0.2.1"), false); err == nil {
+		t.Error("a neighbour advertisement of an IPv4 address")
 	}
 }

@@ -2,9 +2,11 @@ package splitbrain
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"syscall"
 
 	"github.com/mdlayher/packet"
@@ -26,15 +28,17 @@ type conn interface {
 // Every one of them needs CAP_NET_RAW.
 type sockets struct {
 	// arp is an AF_PACKET socket for ARP frames (ETH_P_ARP), filtered in
-	// the kernel to replies and announcements: ARP probes out, claims on
-	// VIPs in.
+	// the kernel to replies, announcements and probes: ARP probes and
+	// announcements out, claims on VIPs in.
 	arp conn
 	// nsOut is an AF_PACKET socket bound to no protocol: it only sends
 	// the neighbour solicitations (probes with the unspecified source
-	// address, which only a whole frame can carry) and receives nothing.
+	// address, which only a whole frame can carry) and advertisements, and
+	// receives nothing.
 	nsOut conn
 	// naIn is a raw ICMPv6 socket filtered in the kernel to neighbour
-	// advertisements: claims on IPv6 VIPs in.
+	// advertisements and duplicate address detection probes: claims on
+	// IPv6 VIPs in.
 	naIn conn
 	// vrrp4 and vrrp6 are raw IP sockets for protocol 112: every VRRP
 	// advert this node's IP stack accepts on the interface, which is what
@@ -75,7 +79,7 @@ func openSockets(ifi *net.Interface, expect map[key]expectation) (sockets, []err
 		errs = append(errs, fmt.Errorf("%s on %s: %w (needs CAP_NET_RAW)", what, ifi.Name, err))
 	}
 	if v4 {
-		if s.arp, err = listenPacket(ifi, unix.ETH_P_ARP, arpFilter); err != nil {
+		if s.arp, err = listenPacket(ifi, unix.ETH_P_ARP, mustAssemble(arpProgram(nil))); err != nil {
 			fail("ARP socket for duplicate IPv4 VIP detection", err)
 		}
 		if s.vrrp4, err = listenVRRP(ifi, expect, false); err != nil {
@@ -108,25 +112,60 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 }
 
 // arpProgram passes the ARP frames that claim an address for their
-// sender: replies (to this node's probes, among others) and announcements
+// sender: replies (to this node's probes, among others), announcements
 // (sender address = target address: the gratuitous ARP keepalived sends as
-// it takes a VIP). Requests and probes, the bulk of ARP on a busy network
-// and every other node's probes at 254 VIPs, never leave the kernel; in a
-// conflict, each holder's probe draws the other's reply.
-var arpProgram = []bpf.Instruction{
+// it takes a VIP), and probes (sender address 0.0.0.0) for one of held,
+// the IPv4 VIPs this node holds: another host about to take one, or
+// holding it and checking, or a guard that has just removed it as a stray.
+// Ordinary requests, the bulk of ARP on a busy network, and the other
+// nodes' probes for the VIPs they hold never leave the kernel; the guard
+// attaches a new program whenever the VIPs it holds change. In a conflict,
+// each holder's probe draws the other's reply.
+func arpProgram(held []netip.Addr) []bpf.Instruction {
+	a := newAsm()
 	// The operation, after the Ethernet header and 6 bytes of ARP.
-	bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 2, SkipTrue: 5},
-	// A request whose sender's protocol address equals its target's.
-	bpf.LoadAbsolute{Off: 14 + 24, Size: 4},
-	bpf.TAX{},
-	bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
-	bpf.JumpIfX{Cond: bpf.JumpEqual, SkipTrue: 1},
-	bpf.RetConstant{Val: 0},
-	bpf.RetConstant{Val: 0xffff},
+	a.add(bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: arpReply, SkipTrue: 1})
+	a.jump("accept")
+	// The sender's protocol address against the target's, and against
+	// 0.0.0.0.
+	a.add(bpf.LoadAbsolute{Off: 14 + 24, Size: 4}, bpf.TAX{}, bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
+		bpf.JumpIfX{Cond: bpf.JumpNotEqual, SkipTrue: 1})
+	a.jump("accept")
+	a.add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1})
+	a.jump("drop")
+	a.add(bpf.TXA{})
+	for _, v := range held {
+		if !v.Is4() {
+			continue
+		}
+		a.add(bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: binary.BigEndian.Uint32(v.AsSlice()), SkipTrue: 1})
+		a.jump("accept")
+	}
+	a.label("drop")
+	a.add(bpf.RetConstant{Val: 0})
+	a.label("accept")
+	a.add(bpf.RetConstant{Val: acceptLen})
+	return a.done()
 }
 
-var arpFilter = mustAssemble(arpProgram)
+// ndpProgram passes, of the ICMPv6 messages that ICMP6_FILTER lets
+// through (advertisements and solicitations), the advertisements and the
+// solicitations without options: a duplicate address detection probe has
+// none (RFC 4862 5.4.2), an ordinary solicitation carries the sender's
+// link-layer address (every client resolving a VIP sends one). A raw IPv6
+// socket's filter sees the message without the IPv6 header.
+var ndpProgram = []bpf.Instruction{
+	bpf.LoadAbsolute{Off: 0, Size: 1},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmpv6NA, SkipTrue: 3},
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpv6NS, SkipTrue: 3},
+	bpf.LoadExtension{Num: bpf.ExtLen},
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: nsLen, SkipFalse: 1},
+	bpf.RetConstant{Val: 0xffff},
+	bpf.RetConstant{Val: 0},
+}
+
+var ndpFilter = mustAssemble(ndpProgram)
 
 func mustAssemble(prog []bpf.Instruction) []bpf.RawInstruction {
 	raw, err := bpf.Assemble(prog)
@@ -134,6 +173,11 @@ func mustAssemble(prog []bpf.Instruction) []bpf.RawInstruction {
 		panic(err)
 	}
 	return raw
+}
+
+// filterable is a socket whose kernel filter can be replaced.
+type filterable interface {
+	SetBPF(filter []bpf.RawInstruction) error
 }
 
 // listenIP opens a raw IP socket bound to ifi, so it only sees what arrives
@@ -182,7 +226,8 @@ func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, 
 }
 
 // listenNA opens a raw ICMPv6 socket on ifi that the kernel lets only
-// neighbour advertisements through.
+// neighbour advertisements and duplicate address detection probes
+// through.
 func listenNA(ifi *net.Interface) (conn, error) {
 	c, err := listenIP(ifi, "ip6:ipv6-icmp", "::")
 	if err != nil {
@@ -191,9 +236,15 @@ func listenNA(ifi *net.Interface) (conn, error) {
 	var f ipv6.ICMPFilter
 	f.SetAll(true)
 	f.Accept(ipv6.ICMPTypeNeighborAdvertisement)
-	if err := ipv6.NewPacketConn(c).SetICMPFilter(&f); err != nil {
+	f.Accept(ipv6.ICMPTypeNeighborSolicitation)
+	pc := ipv6.NewPacketConn(c)
+	if err := pc.SetICMPFilter(&f); err != nil {
 		c.Close()
 		return nil, errors.Join(errors.New("setting ICMP6_FILTER"), err)
+	}
+	if err := pc.SetBPF(ndpFilter); err != nil {
+		c.Close()
+		return nil, errors.Join(errors.New("attaching the solicitation filter"), err)
 	}
 	return c, nil
 }

@@ -17,6 +17,12 @@
 //     VIP set, and with unicast a configured peer as the source); one that
 //     differs comes from another VRRP deployment.
 //
+// And it heals what a split brain leaves in the clients: when another host
+// that claimed a VIP this node holds stops answering for it, the node
+// announces the VIP again (a gratuitous ARP, an unsolicited neighbour
+// advertisement), so that clients that followed the other host come back
+// (see contests).
+//
 // The sockets sit behind a small interface; the probe and stray logic are
 // state machines on explicit times, tested without the kernel.
 package splitbrain
@@ -31,12 +37,16 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
 
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
@@ -94,6 +104,9 @@ type timing struct {
 	// relist is how often the addresses are listed even when the kernel
 	// reports no change.
 	relist time.Duration
+	// contest is the round of a contest over a VIP, spacing the shortest
+	// time between two announcements of a VIP (see contests).
+	contest, spacing time.Duration
 }
 
 func defaultTiming(advert time.Duration) timing {
@@ -105,6 +118,8 @@ func defaultTiming(advert time.Duration) timing {
 		confirm: time.Second,
 		grace:   max(2*advert, time.Second),
 		relist:  10 * time.Second,
+		contest: 200 * time.Millisecond,
+		spacing: time.Second,
 	}
 }
 
@@ -120,8 +135,14 @@ type Guard struct {
 	notify     io.ReadCloser
 	socks      sockets
 	probes     map[netip.Addr]probeFrame
-	timing     timing
-	log        *slog.Logger
+	// announcements are the IPv4 VIPs' gratuitous ARPs, built once (an
+	// IPv6 one depends on whether the node forwards at that moment).
+	announcements map[netip.Addr][]byte
+	// sysctl is where the kernel's settings are read ("/proc/sys"; empty:
+	// nowhere, the node does not forward).
+	sysctl string
+	timing timing
+	log    *slog.Logger
 
 	claims chan claim
 	notes  chan keepalived.Notification
@@ -129,6 +150,7 @@ type Guard struct {
 	// Owned by Run's loop.
 	dup     *duplicates
 	stray   *strays
+	contest *contests
 	pid     int
 	listErr bool
 	sendErr bool
@@ -144,10 +166,14 @@ type Guard struct {
 	// readers to drop claims on VIPs this node does not hold without
 	// waking the loop.
 	held atomic.Pointer[map[netip.Addr]bool]
+	// probeFilter are the IPv4 VIPs whose probes the ARP socket's kernel
+	// filter passes (the held ones at the last listing).
+	probeFilter []netip.Addr
 
 	mu           sync.Mutex
 	conflicts    map[netip.Addr][]net.HardwareAddr
 	strayRemoved map[netip.Addr]uint64
+	announced    map[netip.Addr]uint64
 }
 
 // probeFrame is a VIP's probe, built once.
@@ -192,6 +218,7 @@ func Open(o Options) (*Guard, error) {
 		socks.close()
 		return nil, err
 	}
+	g.sysctl = "/proc/sys"
 	return g, nil
 }
 
@@ -203,31 +230,35 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		log = slog.New(slog.DiscardHandler)
 	}
 	g := &Guard{
-		iface:        ifi.Name,
-		mac:          ifi.HardwareAddr,
-		isVIP:        map[netip.Addr]bool{},
-		instance:     map[netip.Addr]string{},
-		expect:       expectations(o.Plan),
-		host:         o.Host,
-		keepalived:   o.Keepalived,
-		notify:       notify,
-		socks:        socks,
-		probes:       map[netip.Addr]probeFrame{},
-		timing:       t,
-		log:          log,
-		claims:       make(chan claim, 256),
-		notes:        make(chan keepalived.Notification, 256),
-		dup:          newDuplicates(t),
-		own:          map[netip.Addr]bool{},
-		foreign:      newForeign(),
-		conflicts:    map[netip.Addr][]net.HardwareAddr{},
-		strayRemoved: map[netip.Addr]uint64{},
+		iface:         ifi.Name,
+		mac:           ifi.HardwareAddr,
+		isVIP:         map[netip.Addr]bool{},
+		instance:      map[netip.Addr]string{},
+		expect:        expectations(o.Plan),
+		host:          o.Host,
+		keepalived:    o.Keepalived,
+		notify:        notify,
+		socks:         socks,
+		probes:        map[netip.Addr]probeFrame{},
+		announcements: map[netip.Addr][]byte{},
+		timing:        t,
+		log:           log,
+		claims:        make(chan claim, 256),
+		notes:         make(chan keepalived.Notification, 256),
+		dup:           newDuplicates(t),
+		contest:       newContests(t),
+		own:           map[netip.Addr]bool{},
+		foreign:       newForeign(),
+		conflicts:     map[netip.Addr][]net.HardwareAddr{},
+		strayRemoved:  map[netip.Addr]uint64{},
+		announced:     map[netip.Addr]uint64{},
 	}
 	for _, in := range o.Plan.Instances {
 		for _, v := range in.VIPs {
 			g.isVIP[v] = true
 			g.instance[v] = in.Name
 			g.strayRemoved[v] = 0
+			g.announced[v] = 0
 			if len(g.mac) != 6 {
 				continue
 			}
@@ -236,6 +267,9 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 			if v.Is4() {
 				pf.frame, err = arpProbe(g.mac, v)
 				pf.to = broadcastMAC
+				if err == nil {
+					g.announcements[v], err = arpAnnouncement(g.mac, v)
+				}
 			} else {
 				pf.frame, pf.to, err = nsProbe(g.mac, v)
 				pf.v6 = true
@@ -260,6 +294,9 @@ type Snapshot struct {
 	Duplicates map[netip.Addr][]net.HardwareAddr
 	// StrayRemoved counts, per configured VIP, its removals as a stray.
 	StrayRemoved map[netip.Addr]uint64
+	// Announced counts, per configured VIP, its announcements after
+	// another host stopped answering for it.
+	Announced map[netip.Addr]uint64
 	// Foreign counts foreign adverts per router id and source.
 	Foreign []ForeignAdverts
 }
@@ -268,7 +305,7 @@ type Snapshot struct {
 // goroutine.
 func (g *Guard) Snapshot() Snapshot {
 	g.mu.Lock()
-	s := Snapshot{Duplicates: maps.Clone(g.conflicts), StrayRemoved: maps.Clone(g.strayRemoved)}
+	s := Snapshot{Duplicates: maps.Clone(g.conflicts), StrayRemoved: maps.Clone(g.strayRemoved), Announced: maps.Clone(g.announced)}
 	g.mu.Unlock()
 	s.Foreign = g.foreign.snapshot()
 	return s
@@ -283,11 +320,11 @@ func (g *Guard) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if g.socks.arp != nil {
 		d := newARPDecoder()
-		wg.Go(func() { g.readClaims(ctx, g.socks.arp, d.claims) })
+		wg.Go(func() { g.readClaims(ctx, g.socks.arp, func(b []byte, _ net.Addr) []claim { return d.claims(b) }) })
 	}
 	if g.socks.naIn != nil {
 		d := newNDPDecoder()
-		wg.Go(func() { g.readClaims(ctx, g.socks.naIn, d.claims) })
+		wg.Go(func() { g.readClaims(ctx, g.socks.naIn, d.claimsFrom) })
 	}
 	if g.socks.vrrp4 != nil {
 		wg.Go(func() { g.readAdverts(ctx, g.socks.vrrp4, false) })
@@ -329,7 +366,7 @@ func (g *Guard) Run(ctx context.Context) {
 		case <-relist.C:
 			g.relist(time.Now())
 		case c := <-g.claims:
-			g.dup.claim(time.Now(), c.addr, c.mac)
+			g.claim(time.Now(), c)
 		case n := <-g.notes:
 			g.note(time.Now(), n)
 		case <-timer.C:
@@ -338,19 +375,25 @@ func (g *Guard) Run(ctx context.Context) {
 	}
 }
 
-func (g *Guard) next() (time.Time, bool) {
-	a, okA := g.dup.next()
-	b, okB := g.stray.next()
-	switch {
-	case okA && okB:
-		if b.Before(a) {
-			return b, true
-		}
-		return a, true
-	case okB:
-		return b, true
+// claim applies another host's claim on a VIP this node holds. A claim
+// without a MAC (a duplicate address detection probe) only starts a
+// contest: a duplicate is reported with the other host's MAC.
+func (g *Guard) claim(now time.Time, c claim) {
+	if c.mac != nil {
+		g.dup.claim(now, c.addr, c.mac)
 	}
-	return a, okA
+	g.probe(g.contest.claim(now, c.addr, c.mac))
+}
+
+// next returns when the earliest of the detectors' next steps is due.
+func (g *Guard) next() (time.Time, bool) {
+	var at time.Time
+	for _, next := range []func() (time.Time, bool){g.dup.next, g.stray.next, g.contest.next} {
+		if t, ok := next(); ok && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
 }
 
 // note applies one of keepalived's notifications. Lines that keepalived
@@ -387,6 +430,13 @@ func (g *Guard) step(now time.Time) {
 	probe, changes := g.dup.due(now.Add(probeBatch))
 	g.send(probe)
 	g.report(changes)
+	asks, ended, announce := g.contest.due(now)
+	g.probe(asks)
+	for _, e := range ended {
+		g.log.Info("VIP contest over: the other host no longer answers for it; announcing it from this node",
+			"vip", e.vip, "other_mac", macList(e.macs), "lasted", e.lasted.Round(time.Millisecond))
+	}
+	g.announce(announce)
 	if strays := g.stray.due(now); len(strays) > 0 {
 		for _, v := range strays {
 			g.removeStray(now, v)
@@ -424,6 +474,8 @@ func (g *Guard) relist(now time.Time) {
 	g.send(probe)
 	g.report(ended)
 	g.stray.setHeld(now, held)
+	g.contest.setHeld(held)
+	g.filterProbes(held)
 	on := make(map[netip.Addr]bool, len(held))
 	for _, v := range held {
 		on[v] = true
@@ -431,28 +483,124 @@ func (g *Guard) relist(now time.Time) {
 	g.held.Store(&on)
 }
 
+// filterProbes has the ARP socket's kernel filter pass the probes for the
+// IPv4 VIPs in held, and no others, when that set changed.
+func (g *Guard) filterProbes(held []netip.Addr) {
+	var v4 []netip.Addr
+	for _, v := range held {
+		if v.Is4() {
+			v4 = append(v4, v)
+		}
+	}
+	slices.SortFunc(v4, netip.Addr.Compare)
+	s, ok := g.socks.arp.(filterable)
+	if !ok || slices.Equal(v4, g.probeFilter) {
+		return
+	}
+	raw, err := bpf.Assemble(arpProgram(v4))
+	if err == nil {
+		err = s.SetBPF(raw)
+	}
+	if err != nil {
+		g.log.Warn("updating the ARP socket's filter: probes for the VIPs this node holds go unseen", "interface", g.iface, "error", err)
+		return
+	}
+	g.probeFilter = v4
+}
+
+// send sends the probes of vips to every host.
 func (g *Guard) send(vips []netip.Addr) {
 	for _, v := range vips {
-		pf, ok := g.probes[v]
+		if pf, ok := g.probes[v]; ok {
+			g.write(v, pf.v6, pf.frame, pf.to, "a duplicate VIP probe")
+		}
+	}
+}
+
+// probe sends contest probes, each to the one host it asks (to every host
+// when its MAC is unknown).
+func (g *Guard) probe(ps []probeTo) {
+	for _, p := range ps {
+		pf, ok := g.probes[p.vip]
 		if !ok {
 			continue
 		}
-		c := g.socks.arp
-		if pf.v6 {
-			c = g.socks.nsOut
-		}
-		if c == nil {
+		if p.mac == nil {
+			g.write(p.vip, pf.v6, pf.frame, pf.to, "a duplicate VIP probe")
 			continue
 		}
-		if _, err := c.WriteTo(pf.frame, &packet.Addr{HardwareAddr: pf.to}); err != nil {
-			if !g.sendErr {
-				g.log.Warn("sending a duplicate VIP probe", "vip", v, "interface", g.iface, "error", err)
-				g.sendErr = true
-			}
-			continue
-		}
-		g.sendErr = false
+		g.write(p.vip, pf.v6, withDst(pf.frame, p.mac), p.mac, "a duplicate VIP probe")
 	}
+}
+
+// announce sends a gratuitous ARP or an unsolicited neighbour
+// advertisement for each of vips that is on the interface right now (the
+// notification of keepalived removing one may not have arrived yet), twice
+// (a lost frame is not a stranded client), and counts them.
+func (g *Guard) announce(vips []netip.Addr) {
+	if len(vips) == 0 {
+		return
+	}
+	if listed, err := g.host.List(g.iface); err == nil {
+		on := map[netip.Addr]bool{}
+		for _, p := range listed {
+			on[p.Addr().Unmap()] = true
+		}
+		vips = slices.DeleteFunc(slices.Clone(vips), func(v netip.Addr) bool { return !on[v] })
+	}
+	for _, v := range vips {
+		frame, to := g.announcements[v], broadcastMAC
+		if v.Is6() {
+			var err error
+			if frame, err = naAnnouncement(g.mac, v, g.forwards6()); err != nil {
+				continue // no Ethernet MAC: no probes either
+			}
+			to = allNodesMAC
+		}
+		if frame == nil {
+			continue
+		}
+		sent := false
+		for range 2 {
+			sent = g.write(v, v.Is6(), frame, to, "an announcement of a VIP") || sent
+		}
+		if sent {
+			g.mu.Lock()
+			g.announced[v]++
+			g.mu.Unlock()
+		}
+	}
+}
+
+// forwards6 reports whether the interface forwards IPv6 (a router
+// announces itself as one).
+func (g *Guard) forwards6() bool {
+	if g.sysctl == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(g.sysctl, "net", "ipv6", "conf", g.iface, "forwarding"))
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// write sends frame to the MAC to on the family's packet socket, logging
+// the first of a run of failures; it reports whether it was sent.
+func (g *Guard) write(v netip.Addr, v6 bool, frame []byte, to net.HardwareAddr, what string) bool {
+	c := g.socks.arp
+	if v6 {
+		c = g.socks.nsOut
+	}
+	if c == nil {
+		return false
+	}
+	if _, err := c.WriteTo(frame, &packet.Addr{HardwareAddr: to}); err != nil {
+		if !g.sendErr {
+			g.log.Warn("sending "+what, "vip", v, "interface", g.iface, "error", err)
+			g.sendErr = true
+		}
+		return false
+	}
+	g.sendErr = false
+	return true
 }
 
 // report logs the start and end of conflicts and then publishes them, so
@@ -512,6 +660,11 @@ func (g *Guard) removeStray(now time.Time, v netip.Addr) {
 	g.mu.Lock()
 	g.strayRemoved[v]++
 	g.mu.Unlock()
+	// Clients may have learnt this node's MAC for the VIP. A probe for it
+	// tells the node that holds it (its guard takes a probe as a claim,
+	// finds this node silent and announces the VIP), and asks nobody else
+	// to change anything.
+	g.send([]netip.Addr{v})
 }
 
 // publish copies the loop's state for Snapshot.
@@ -524,10 +677,10 @@ func (g *Guard) publish() {
 
 // readClaims reads claims on addresses from c and passes on the ones by
 // other hosts on VIPs this node holds.
-func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte) []claim) {
+func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte, net.Addr) []claim) {
 	buf := make([]byte, 1500)
 	for {
-		n, _, err := c.ReadFrom(buf)
+		n, from, err := c.ReadFrom(buf)
 		if err != nil {
 			if !g.readFailed(ctx, "claims", err) {
 				return
@@ -535,7 +688,7 @@ func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte) []cl
 			continue
 		}
 		held := g.held.Load()
-		for _, cl := range decode(buf[:n]) {
+		for _, cl := range decode(buf[:n], from) {
 			if held == nil || !(*held)[cl.addr] || bytes.Equal(cl.mac, g.mac) {
 				continue
 			}

@@ -49,8 +49,8 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "scrape", "cpu", "scale" (Scale still gates it, and the 254-VIP CPU
-	// rows) and "image"; empty runs all.
+	// "partition", "scrape", "cpu", "scale" (Scale still gates it, and the
+	// 254-VIP CPU rows) and "image"; empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
 	CPUFor time.Duration
@@ -172,7 +172,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, c: c, svc: map[*lab.Node]*Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}}
+	r := &runner{o: o, c: c, svc: map[*lab.Node]*Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, stranded: map[string]int{}}
 	defer r.close()
 	if r.script, err = writeCheckScript(filepath.Dir(o.Binary)); err != nil {
 		return nil, err
@@ -212,8 +212,11 @@ type runner struct {
 	samples    map[string][]Sample
 	sizes      map[string][]int64
 	cpu        map[string][]cpuSample
-	startRes   time.Duration
-	notes      []string
+	// stranded counts, per partition row, the VIPs still unanswered when
+	// the watch after a heal ended.
+	stranded map[string]int
+	startRes time.Duration
+	notes    []string
 }
 
 // Sample keys, also the row names.
@@ -330,6 +333,11 @@ func (r *runner) measure(ctx context.Context) error {
 					return fmt.Errorf("rollout: %w", err)
 				}
 			}
+		}
+	}
+	if r.o.phase("partition") {
+		if err := r.partitions(ctx); err != nil {
+			return fmt.Errorf("healed partitions: %w", err)
 		}
 	}
 	if r.o.phase("scrape") {

@@ -147,29 +147,7 @@ func (p *Prober) Stop(ctx context.Context, grace time.Duration) []time.Duration 
 	defer p.mu.Unlock()
 	out := make([]time.Duration, len(p.targets))
 	for i := range p.targets {
-		out[i] = LongestGap(p.sent[i], p.acked[i])
+		out[i] = lab.LongestGap(p.sent[i], p.acked[i], time.Time{})
 	}
 	return out
-}
-
-// LongestGap is the longest time between two answered probes with only
-// unanswered ones between them; a run of unanswered probes at the start or
-// the end counts from the first or to the last probe sent.
-func LongestGap(sent []time.Time, acked []bool) time.Duration {
-	if len(sent) == 0 {
-		return 0
-	}
-	var longest time.Duration
-	last := sent[0]
-	for i, at := range sent {
-		if !acked[i] {
-			continue
-		}
-		longest = max(longest, at.Sub(last))
-		last = at
-	}
-	if !acked[len(sent)-1] {
-		longest = max(longest, sent[len(sent)-1].Sub(last))
-	}
-	return longest
 }

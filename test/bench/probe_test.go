@@ -8,38 +8,6 @@ import (
 	"time"
 )
 
-func TestLongestGap(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms ...int) []time.Time {
-		var out []time.Time
-		for _, m := range ms {
-			out = append(out, t0.Add(time.Duration(m)*time.Millisecond))
-		}
-		return out
-	}
-	tests := []struct {
-		name  string
-		sent  []time.Time
-		acked []bool
-		want  time.Duration
-	}{
-		{"none sent", nil, nil, 0},
-		{"all answered", at(0, 5, 10, 15), []bool{true, true, true, true}, 5 * time.Millisecond},
-		{"a run lost in the middle", at(0, 5, 10, 15, 20, 25), []bool{true, true, false, false, true, true}, 15 * time.Millisecond},
-		{"the longest of two runs", at(0, 5, 10, 15, 20, 25, 30), []bool{true, false, true, false, false, false, true}, 20 * time.Millisecond},
-		{"lost at the start", at(0, 5, 10, 15), []bool{false, false, true, true}, 10 * time.Millisecond},
-		{"lost to the end", at(0, 5, 10, 15), []bool{true, false, false, false}, 15 * time.Millisecond},
-		{"never answered", at(0, 5, 10), []bool{false, false, false}, 10 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := LongestGap(tt.sent, tt.acked); got != tt.want {
-				t.Errorf("LongestGap = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestProberSeesAGap: a prober on loopback against an echo server that is
 // away for a while reports a gap about that long for its target, and about
 // the interval for a target that always answers.

@@ -50,6 +50,7 @@ func (r *runner) rows() []Row {
 		}
 	}
 	rows = append(rows, r.rolloutRows()...)
+	rows = append(rows, r.partitionRows()...)
 	if len(r.samples[rowRender]) > 0 || len(r.samples[rowScaleConv]) > 0 {
 		t(rowRender, "", "")
 		rows[len(rows)-1].Note = "wall time of `ipfailover render` in a node (process start included)"

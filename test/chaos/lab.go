@@ -122,7 +122,13 @@ func (t *labTarget) observed() []Observed {
 
 func (t *labTarget) clientNetns() string { return t.c.Client.Netns }
 
-func (t *labTarget) dialer() Dialer { return t.c.Client.Dial }
+func (t *labTarget) dialer() (Dialer, func(), error) {
+	d, err := t.c.ClientDialer()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.DialContext, d.Close, nil
+}
 
 // start starts every node's service and ipfailover and waits until the
 // holders have settled.

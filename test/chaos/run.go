@@ -122,7 +122,8 @@ type target interface {
 	settings() []string
 	observed() []Observed
 	clientNetns() string
-	dialer() Dialer
+	// dialer returns the client's dialer and what closes it.
+	dialer() (Dialer, func(), error)
 	start(ctx context.Context) error
 	configs() map[string]*keepalived.Conf
 	inject(ctx context.Context, f Fault, rec *Record, began func()) error
@@ -168,7 +169,13 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	for _, v := range t.vips() {
 		targets = append(targets, netip.AddrPortFrom(v, ServicePort))
 	}
-	prober := StartProber(ctx, t.dialer(), targets, ProbeInterval, ProbeDeadline)
+	dial, closeDialer, err := t.dialer()
+	if err != nil {
+		obs.Stop()
+		return nil, err
+	}
+	defer closeDialer()
+	prober := StartProber(ctx, dial, targets, ProbeInterval, ProbeDeadline)
 	d := &Data{Nodes: names, VIPs: t.vips(), Allowance: 3*advertOf(o.AdvertInterval) + time.Second, DupBound: DupBound}
 	// A second of answers before the first fault shows every VIP answered.
 	if err := sleep(ctx, time.Second); err != nil {

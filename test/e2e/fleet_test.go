@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ipfailover/ipfailover/test/lab"
+	"github.com/ipfailover/ipfailover/test/shipped"
 )
 
 // TestRemoveFailover: after a fleet was killed (VIPs and rules left behind)
@@ -97,64 +98,6 @@ func TestUnicast(t *testing.T) {
 	t.Logf("unicast handover from %s: %s", victim.Name, m)
 }
 
-// shippedConf is keepalived.conf as the shipped image's generator writes it
-// for node .13 (slot 13, REPLICA_COUNT 2, so idx 2: VIP_2 is preferred,
-// state MASTER and priority 255-13; VIP_1 gets 13 mod 64 plus a random
-// part, fixed here at 17), default config name, VRRP id offset 10,
-// advert_int left at keepalived's default of 1. The check has the effect of
-// the image's: a TCP connect to the node's own address on the port.
-const shippedConf = `global_defs {
-   notification_email {
-     root@localhost
-   }
-   notification_email_from ipfailover@openshift.local
-   smtp_server 127.0.0.1
-   smtp_connect_timeout 30
-   router_id OpenShift_IPFailover
-}
-
-vrrp_script chk_OpenShift_IPFailover {
-   script "/bin/bash -c '</dev/tcp/192.0.2.13/8080'"
-   interval 2
-}
-
-vrrp_instance OpenShift_IPFailover_VIP_1 {
-   interface eth0
-   state BACKUP
-   virtual_router_id 11
-   priority 30
-   preempt_delay 300
-   authentication {
-      auth_type PASS
-      auth_pass OpenShift-IPFailover
-   }
-   track_script {
-      chk_OpenShift_IPFailover
-   }
-   virtual_ipaddress {
-      192.0.2.100 dev eth0
-   }
-}
-
-vrrp_instance OpenShift_IPFailover_VIP_2 {
-   interface eth0
-   state MASTER
-   virtual_router_id 12
-   priority 242
-   preempt_delay 300
-   authentication {
-      auth_type PASS
-      auth_pass OpenShift-IPFailover
-   }
-   track_script {
-      chk_OpenShift_IPFailover
-   }
-   virtual_ipaddress {
-      192.0.2.101 dev eth0
-   }
-}
-`
-
 // TestMixedFleet: two nodes run ipfailover, the third plain keepalived with
 // the shipped image's configuration (a rolling update half done). They
 // elect one holder per VIP, and VIPs move both ways: from ipfailover nodes
@@ -164,9 +107,6 @@ func TestMixedFleet(t *testing.T) {
 	vips := vips4[:2]
 	environ := env("192.0.2.100-101")
 	old := s.c.Nodes[2]
-	if old.Addr4.String() != "192.0.2.13" {
-		t.Fatalf("shippedConf is written for 192.0.2.13, node3 is %s", old.Addr4)
-	}
 
 	rendered := s.output("ipfailover render on node1")
 	rp, err := s.c.Nodes[0].Start(s.ctx, []string{ipfailoverBin, "render"}, environ, rendered)
@@ -179,9 +119,9 @@ func TestMixedFleet(t *testing.T) {
 	t.Logf("node1 renders:\n%s", rendered)
 
 	oldOut := s.output("shipped keepalived on " + old.Name)
-	kp, err := old.Start(s.ctx, []string{"sh", "-c",
-		`printf '%s' "$CONF" >/etc/keepalived/keepalived.conf && exec keepalived -n -l -D -f /etc/keepalived/keepalived.conf`},
-		[]string{"CONF=" + shippedConf}, oldOut)
+	// The shipped generator's random part of VIP_1's priority, fixed.
+	conf := shipped.Conf(shipped.Options{VIPs: vips, Node: old.Addr4, MonitorPort: monitorPort, Random: func(int) int { return 17 }})
+	kp, err := old.StartKeepalived(s.ctx, conf, oldOut)
 	if err != nil {
 		t.Fatal(err)
 	}

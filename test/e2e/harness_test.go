@@ -74,12 +74,19 @@ func newScenario(t *testing.T) *scenario {
 // newScenarioOf is newScenario with the given number of nodes.
 func newScenarioOf(t *testing.T, nodes int) *scenario {
 	t.Helper()
+	return newScenarioWith(t, lab.Options{Nodes: nodes}, scenarioTimeout)
+}
+
+// newScenarioWith is newScenario on a cluster built with opts (its Logger
+// is the test's), bounded by timeout.
+func newScenarioWith(t *testing.T, opts lab.Options, timeout time.Duration) *scenario {
+	t.Helper()
 	needRoot(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), scenarioTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	t.Cleanup(cancel)
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	c, err := lab.New(ctx, lab.Options{Nodes: nodes, Logger: log})
+	opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c, err := lab.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"syscall"
 )
@@ -57,18 +56,12 @@ func (n *Node) signalEvery(sig syscall.Signal) error {
 	return nil
 }
 
-// port is the bridge's side of the node's veth.
-func (n *Node) port() string {
-	i := slices.Index(n.cluster.Nodes, n)
-	return fmt.Sprintf("p%d", i+1)
-}
-
 // CutLink sets the bridge's port of the node down: the cable pulled at the
 // switch. The node's eth0 loses its carrier (keepalived sees the interface
 // fail), nothing reaches the node and nothing leaves it. RestoreLink plugs
 // it back in.
 func (n *Node) CutLink(ctx context.Context) error {
-	if err := run(ctx, []string{"ip", "-n", n.cluster.bridgeNetns, "link", "set", n.port(), "down"}); err != nil {
+	if err := run(ctx, []string{"ip", "-n", n.cluster.bridgeNetns, "link", "set", n.port, "down"}); err != nil {
 		return err
 	}
 	n.cluster.log.Info("link cut", "node", n.Name)
@@ -77,7 +70,7 @@ func (n *Node) CutLink(ctx context.Context) error {
 
 // RestoreLink undoes CutLink.
 func (n *Node) RestoreLink(ctx context.Context) error {
-	if err := run(ctx, []string{"ip", "-n", n.cluster.bridgeNetns, "link", "set", n.port(), "up"}); err != nil {
+	if err := run(ctx, []string{"ip", "-n", n.cluster.bridgeNetns, "link", "set", n.port, "up"}); err != nil {
 		return err
 	}
 	n.cluster.log.Info("link restored", "node", n.Name)

@@ -13,6 +13,13 @@
 // random suffix, so clusters built in parallel never collide. A Cluster needs
 // root; it never touches the root network namespace.
 //
+// IPv4 and IPv6 forwarding are set explicitly in every namespace: off, or on
+// in the nodes with Options.Routing. A new namespace would otherwise inherit
+// the host's IPv4 forwarding, which podman and kubelets turn on, and whether
+// a node that let a VIP go still forwards a client's packets to its new
+// holder (hiding a client that points at the wrong node) would depend on
+// what the machine last did.
+//
 // A Cluster is used from Go tests and from plain programs alike: it logs to
 // a *slog.Logger and reports errors, it never calls testing functions.
 package lab
@@ -53,6 +60,12 @@ type Options struct {
 	Nodes int
 	// Logger receives one line per step; nil discards.
 	Logger *slog.Logger
+	// Routing turns IPv4 and IPv6 forwarding on in the nodes, as on most
+	// Kubernetes nodes: a node forwards a packet for an address it does
+	// not have (a VIP it gave up) to the address's holder, and sends the
+	// client an ICMP redirect. Off (the zero value), a node drops it. The
+	// client and the bridge never forward.
+	Routing bool
 }
 
 // Cluster is a bridge, its nodes and a client, each in its own network
@@ -65,6 +78,8 @@ type Cluster struct {
 	// Client is the namespace tests probe from. Start works there too,
 	// but it is meant for Dial, HTTPClient and Exec.
 	Client *Node
+	// Routing says whether the nodes forward (Options.Routing).
+	Routing bool
 
 	bridgeNetns string
 	log         *slog.Logger
@@ -94,8 +109,9 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("lab: random name: %w", err)
 	}
 	c := &Cluster{
-		Name: hex.EncodeToString(suffix),
-		log:  log,
+		Name:    hex.EncodeToString(suffix),
+		Routing: opts.Routing,
+		log:     log,
 	}
 	c.log = log.With("cluster", c.Name)
 	c.bridgeNetns = NetnsPrefix + c.Name + "-br"
@@ -118,8 +134,23 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.build(ctx); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	c.log.Info("cluster ready", "nodes", n, "bridge_netns", c.bridgeNetns)
+	c.log.Info("cluster ready", "nodes", n, "bridge_netns", c.bridgeNetns, "routing", c.Routing)
 	return c, nil
+}
+
+// forwarding are the sysctls that turn IPv4 and IPv6 forwarding on or off
+// on every interface of a namespace (and on those that come later).
+func forwarding(on bool) []string {
+	v := "0"
+	if on {
+		v = "1"
+	}
+	return []string{
+		"net.ipv4.ip_forward=" + v,
+		"net.ipv4.conf.default.forwarding=" + v,
+		"net.ipv6.conf.all.forwarding=" + v,
+		"net.ipv6.conf.default.forwarding=" + v,
+	}
 }
 
 func addr6(last byte) netip.Addr {
@@ -150,7 +181,7 @@ func (c *Cluster) build(ctx context.Context) error {
 	}
 	steps := [][]string{
 		{"ip", "netns", "add", c.bridgeNetns},
-		append([]string{"ip", "netns", "exec", c.bridgeNetns, "sysctl", "-q", "-w"}, sysctls...),
+		append([]string{"ip", "netns", "exec", c.bridgeNetns, "sysctl", "-q", "-w"}, append(sysctls, forwarding(false)...)...),
 		{"ip", "-n", c.bridgeNetns, "link", "set", "lo", "up"},
 		// Multicast snooping off: VRRP adverts (224.0.0.18, ff02::12)
 		// must reach every port.
@@ -164,6 +195,7 @@ func (c *Cluster) build(ctx context.Context) error {
 		if n == c.Client {
 			port = "pcl"
 		}
+		n.port = port
 		steps = append(steps,
 			[]string{"ip", "netns", "add", n.Netns},
 			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, sysctls...),
@@ -173,6 +205,8 @@ func (c *Cluster) build(ctx context.Context) error {
 			[]string{"ip", "-n", n.Netns, "addr", "add", n.Addr4.String() + "/24", "dev", "eth0"},
 			[]string{"ip", "-n", n.Netns, "addr", "add", n.Addr6.String() + "/64", "dev", "eth0", "nodad"},
 			[]string{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
+			// After eth0 arrived: these set every interface there is.
+			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, forwarding(c.Routing && n != c.Client)...),
 		)
 		steps = append(steps, n.routeSteps()...)
 	}

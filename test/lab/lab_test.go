@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -307,6 +308,213 @@ func TestProcessOutlivesItsStartersThread(t *testing.T) {
 	}
 	if code, err := p.Wait(ctx); err != nil || code != 137 {
 		t.Errorf("Wait after Kill = %d, %v; want 137", code, err)
+	}
+}
+
+// TestForwardingIsExplicit: whatever the host's forwarding, the nodes
+// forward exactly when Options.Routing says so, on IPv4 and IPv6, and the
+// client and the bridge never do.
+func TestForwardingIsExplicit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("lab builds network namespaces: needs root")
+	}
+	for _, routing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("routing=%v", routing), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, err := New(ctx, Options{Nodes: 2, Routing: routing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			want := map[*Node]string{c.Client: "0"}
+			for _, n := range c.Nodes {
+				want[n] = map[bool]string{false: "0", true: "1"}[routing]
+			}
+			for n, w := range want {
+				for _, key := range []string{"net.ipv4.ip_forward", "net.ipv4.conf.eth0.forwarding", "net.ipv6.conf.all.forwarding", "net.ipv6.conf.eth0.forwarding"} {
+					out, err := n.Exec(ctx, "sysctl", "-n", key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := strings.TrimSpace(string(out)); got != w {
+						t.Errorf("%s: %s = %s, want %s", n.Name, key, got, w)
+					}
+				}
+			}
+			out, err := c.BridgeExec(ctx, "sysctl", "-n", "net.ipv4.ip_forward")
+			if err != nil || strings.TrimSpace(string(out)) != "0" {
+				t.Errorf("bridge: net.ipv4.ip_forward = %q, %v; want 0", out, err)
+			}
+		})
+	}
+}
+
+// TestCutVRRP sends VRRP packets (IP protocol 112, IPv4 and IPv6) between
+// two nodes while one node's VRRP is cut in the bridge, one direction, both,
+// then healed one direction at a time: exactly the cut directions lose
+// them, and other traffic (ping) flows all along.
+func TestCutVRRP(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := c.Nodes[0], c.Nodes[1]
+	type sock struct {
+		n  *Node
+		v6 bool
+		pc net.PacketConn
+	}
+	var socks []sock
+	for _, n := range []*Node{a, b} {
+		for _, v6 := range []bool{false, true} {
+			network, addr := "ip4:112", n.Addr4.String()
+			if v6 {
+				network, addr = "ip6:112", n.Addr6.String()
+			}
+			var pc net.PacketConn
+			if err := InNetns(n.Netns, func() error {
+				var err error
+				pc, err = net.ListenPacket(network, addr)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pc.Close() })
+			socks = append(socks, sock{n, v6, pc})
+		}
+	}
+	find := func(n *Node, v6 bool) sock {
+		for _, s := range socks {
+			if s.n == n && s.v6 == v6 {
+				return s
+			}
+		}
+		panic("no socket")
+	}
+	// passes sends one packet from -> to of each family and reports
+	// whether both arrived.
+	passes := func(from, to *Node) bool {
+		t.Helper()
+		arrived := true
+		for _, v6 := range []bool{false, true} {
+			dst := &net.IPAddr{IP: to.Addr4.AsSlice()}
+			if v6 {
+				dst = &net.IPAddr{IP: to.Addr6.AsSlice()}
+			}
+			payload := []byte(fmt.Sprintf("%s->%s %d", from.Name, to.Name, time.Now().UnixNano()))
+			if _, err := find(from, v6).pc.WriteTo(payload, dst); err != nil {
+				t.Fatalf("sending from %s: %v", from.Name, err)
+			}
+			rx := find(to, v6).pc
+			got := false
+			buf := make([]byte, 1500)
+			_ = rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			for !got {
+				n, _, err := rx.ReadFrom(buf)
+				if err != nil {
+					break
+				}
+				// An IPv4 raw socket reads the IP header too.
+				got = strings.HasSuffix(string(buf[:n]), string(payload))
+			}
+			arrived = arrived && got
+		}
+		return arrived
+	}
+	check := func(state string, aToB, bToA bool) {
+		t.Helper()
+		if got := passes(a, b); got != aToB {
+			t.Errorf("%s: %s -> %s VRRP passes = %v, want %v", state, a.Name, b.Name, got, aToB)
+		}
+		if got := passes(b, a); got != bToA {
+			t.Errorf("%s: %s -> %s VRRP passes = %v, want %v", state, b.Name, a.Name, got, bToA)
+		}
+		if out, err := b.Exec(ctx, "ping", "-c1", "-W5", a.Addr4.String()); err != nil {
+			t.Errorf("%s: ping %s -> %s: %v\n%s", state, b.Name, a.Name, err, out)
+		}
+	}
+	check("before", true, true)
+	if err := a.CutVRRP(ctx, ToNode); err != nil {
+		t.Fatal(err)
+	}
+	check("cut to node1", true, false)
+	if err := a.CutVRRP(ctx, FromNode); err != nil {
+		t.Fatal(err)
+	}
+	check("cut both ways", false, false)
+	if err := a.HealVRRP(ctx, ToNode); err != nil {
+		t.Fatal(err)
+	}
+	check("healed to node1", false, true)
+	if err := a.HealVRRP(ctx, FromNode); err != nil {
+		t.Fatal(err)
+	}
+	check("healed", true, true)
+	if err := a.CutVRRP(ctx, BothWays); err != nil {
+		t.Fatal(err)
+	}
+	check("cut both ways at once", false, false)
+	if err := a.HealVRRP(ctx, BothWays); err != nil {
+		t.Fatal(err)
+	}
+	check("healed at once", true, true)
+}
+
+// TestTCPProbe connects from the client to a node's listener that goes
+// away for 300 ms: the probe sees an outage about that long, the target
+// reachable again afterwards, and a port nobody listens on never
+// reachable.
+func TestTCPProbe(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := c.Nodes[0]
+	listen := func() net.Listener {
+		var ln net.Listener
+		if err := InNetns(n.Netns, func() error {
+			var err error
+			ln, err = net.Listen("tcp", netip.AddrPortFrom(n.Addr4, 9000).String())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		}()
+		return ln
+	}
+	ln := listen()
+	targets := []netip.AddrPort{netip.AddrPortFrom(n.Addr4, 9000), netip.AddrPortFrom(n.Addr6, 9001)}
+	p, err := c.ProbeTCP(targets, 10*time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	wait.For(t, "the listener reachable", func() bool { _, ok := p.Reachable(0); return ok })
+	ln.Close()
+	gone := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	ln = listen()
+	defer ln.Close()
+	if err := p.WaitSteady(ctx, 200*time.Millisecond, time.Second); err == nil {
+		t.Error("WaitSteady passed with a target nobody listens on")
+	}
+	if _, ok := p.Reachable(0); !ok {
+		t.Error("the listener is back, the probe does not reach it")
+	}
+	if _, ok := p.Reachable(1); ok {
+		t.Error("a port nobody listens on is reachable")
+	}
+	out := p.Outage(0, gone)
+	t.Logf("outage of a listener closed for 300 ms: %v", out)
+	if out < 250*time.Millisecond || out > time.Second {
+		t.Errorf("outage %v, want about 300 ms", out)
 	}
 }
 

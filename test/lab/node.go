@@ -50,6 +50,8 @@ type Node struct {
 	Addr4, Addr6 netip.Addr
 
 	cluster *Cluster
+	// port is the bridge's end of the node's veth.
+	port string
 
 	mu     sync.Mutex
 	procs  []*Process

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // blockTable is the nftables table BlockVRRP adds in a node.
@@ -38,6 +40,97 @@ func (n *Node) UnblockVRRP(ctx context.Context) error {
 	}
 	n.cluster.log.Info("VRRP unblocked", "node", n.Name)
 	return nil
+}
+
+// Direction is which of a node's VRRP traffic a cut drops.
+type Direction int
+
+// The directions of CutVRRP.
+const (
+	// ToNode drops the VRRP packets the bridge would deliver to the node.
+	ToNode Direction = 1 << iota
+	// FromNode drops the VRRP packets the node sends.
+	FromNode
+	// BothWays is a VRRP partition of the node.
+	BothWays = ToNode | FromNode
+)
+
+func (d Direction) String() string {
+	switch d {
+	case ToNode:
+		return "to"
+	case FromNode:
+		return "from"
+	case BothWays:
+		return "both ways"
+	}
+	return fmt.Sprintf("Direction(%d)", int(d))
+}
+
+// cutTable is the bridge-family nftables table of one direction of one
+// node's cut, in the bridge's namespace.
+func (n *Node) cutTable(d Direction) string {
+	return "lab_cut_" + n.Name + "_" + d.String()
+}
+
+// CutVRRP drops, in the bridge, the node's VRRP packets (IPv4 and IPv6,
+// multicast and unicast) in the given directions: a partition of the VRRP
+// domain in the network, as a switch or a cloud's security group would make
+// it. Nothing on the node changes (keepalived sends without an error);
+// everything else (ARP, neighbour discovery, the clients' traffic) still
+// flows. Each direction is its own table, so HealVRRP can restore one
+// before the other; one nft run per call.
+func (n *Node) CutVRRP(ctx context.Context, d Direction) error {
+	var script strings.Builder
+	for _, dir := range []Direction{ToNode, FromNode} {
+		if d&dir == 0 {
+			continue
+		}
+		t, port := n.cutTable(dir), "oifname"
+		if dir == FromNode {
+			port = "iifname"
+		}
+		fmt.Fprintf(&script, "add table bridge %[1]s\n"+
+			"add chain bridge %[1]s forward { type filter hook forward priority -300 ; }\n"+
+			"add rule bridge %[1]s forward %[2]s %[3]q ether type ip ip protocol vrrp drop\n"+
+			"add rule bridge %[1]s forward %[2]s %[3]q ether type ip6 ip6 nexthdr vrrp drop\n", t, port, n.port)
+	}
+	if out, err := n.cluster.BridgeExec(ctx, "nft", script.String()); err != nil {
+		return fmt.Errorf("cutting VRRP %s %s: %w: %s", d, n.Name, err, out)
+	}
+	n.cluster.log.Info("VRRP cut", "node", n.Name, "direction", d.String())
+	return nil
+}
+
+// HealVRRP removes CutVRRP's drops in the given directions.
+func (n *Node) HealVRRP(ctx context.Context, d Direction) error {
+	var script strings.Builder
+	for _, dir := range []Direction{ToNode, FromNode} {
+		if d&dir != 0 {
+			fmt.Fprintf(&script, "delete table bridge %s\n", n.cutTable(dir))
+		}
+	}
+	if out, err := n.cluster.BridgeExec(ctx, "nft", script.String()); err != nil {
+		return fmt.Errorf("healing VRRP %s %s: %w: %s", d, n.Name, err, out)
+	}
+	n.cluster.log.Info("VRRP healed", "node", n.Name, "direction", d.String())
+	return nil
+}
+
+// NeighbourMAC returns the MAC of the node's neighbour entry for addr on
+// eth0 ("" when it has none): where it sends packets for addr.
+func (n *Node) NeighbourMAC(ctx context.Context, addr netip.Addr) (string, error) {
+	out, err := n.Exec(ctx, "ip", "neigh", "show", addr.String(), "dev", Link)
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(string(out))
+	for i := range f {
+		if f[i] == "lladdr" && i+1 < len(f) {
+			return f[i+1], nil
+		}
+	}
+	return "", nil
 }
 
 // MAC returns the Ethernet address of the node's eth0.

@@ -1,0 +1,190 @@
+package splitbrain
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// contests decides when this node announces a VIP it holds again: once
+// another host that claimed the VIP has stopped answering for it. It is a
+// state machine on explicit times, like duplicates: the guard's loop feeds
+// it the held VIPs and the claims, sends the probes and announcements it
+// asks for.
+//
+// A client reaches a VIP through its ARP or neighbour entry, which points
+// at whichever host announced or answered for the VIP last. When two hosts
+// held it (a VRRP partition, a node that froze and resumed, a stray VIP),
+// the one that lets it go says nothing; keepalived, on the node that keeps
+// it, re-announces only when it hears a lower priority's advert, which a
+// partition healing in one direction first never delivers. So clients that
+// followed the other host keep sending to a node that no longer has the
+// VIP. This node sees the contest: another host's gratuitous ARP or
+// advertisement, its answer to a probe, or its probe (the guard that
+// removes a stray VIP probes for it right after, to say so). From then on
+// it asks that host, every round, whether it still has the VIP: an ARP
+// probe or duplicate address detection solicitation sent to its MAC alone,
+// which it answers while it has the VIP. The first round without an answer
+// ends the contest, and this node announces the VIP (a gratuitous ARP, an
+// unsolicited neighbour advertisement), so every client points at it again.
+//
+// A contest costs one unicast probe per round to each other host, and ends
+// in one announcement; announcements of a VIP are at least spacing apart.
+// The end of a normal handover is a contest too, when the old master still
+// answered the new one's first probe: one announcement more, harmless.
+type contests struct {
+	// round is how long another host has to answer a probe: the longest
+	// a client waits after the other host let go is two rounds.
+	round time.Duration
+	// spacing is the shortest time between two announcements of a VIP.
+	spacing time.Duration
+
+	// held are the VIPs on the interface at the last listing: a claim on
+	// another (read before this node let it go) starts nothing.
+	held map[netip.Addr]bool
+	vips map[netip.Addr]*contest
+	// announced is when each held VIP was last announced; pending are
+	// announcements held back by spacing.
+	announced map[netip.Addr]time.Time
+	pending   map[netip.Addr]time.Time
+}
+
+// contest is one VIP's: the hosts asked at the start of the round and those
+// that claimed the VIP during it. A nil MAC is a host known only to exist
+// (a duplicate address detection probe carries no link-layer address): it
+// is asked by a probe to every host.
+type contest struct {
+	since    time.Time
+	end      time.Time
+	asked    []net.HardwareAddr
+	answered []net.HardwareAddr
+}
+
+// probeTo is one probe to send: for vip, to mac (nil: to every host).
+type probeTo struct {
+	vip netip.Addr
+	mac net.HardwareAddr
+}
+
+// contestEnd is a contest over: the VIP to announce, the hosts that
+// claimed it and how long the contest lasted.
+type contestEnd struct {
+	vip    netip.Addr
+	macs   []net.HardwareAddr
+	lasted time.Duration
+}
+
+func newContests(t timing) *contests {
+	return &contests{round: t.contest, spacing: t.spacing,
+		held: map[netip.Addr]bool{}, vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}}
+}
+
+// setHeld records which VIPs this node holds: a VIP that left ends its
+// contest without an announcement (the other host has it now, or nobody).
+func (c *contests) setHeld(held []netip.Addr) {
+	on := make(map[netip.Addr]bool, len(held))
+	for _, v := range held {
+		on[v] = true
+	}
+	c.held = on
+	for _, m := range []map[netip.Addr]time.Time{c.announced, c.pending} {
+		for v := range m {
+			if !on[v] {
+				delete(m, v)
+			}
+		}
+	}
+	for v := range c.vips {
+		if !on[v] {
+			delete(c.vips, v)
+		}
+	}
+}
+
+// claim records that another host (mac, nil when unknown) claimed vip,
+// which this node holds. The first claim starts a contest with a probe to
+// that host at once: a host that only probed (a stray's remover) or that
+// already let go does not answer, and the contest ends after one round.
+func (c *contests) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) []probeTo {
+	if !c.held[vip] {
+		return nil
+	}
+	ct, ok := c.vips[vip]
+	if !ok {
+		// The other host may have it again: the next announcement
+		// waits for this contest's end.
+		delete(c.pending, vip)
+		c.vips[vip] = &contest{since: now, end: now.Add(c.round), asked: []net.HardwareAddr{mac}}
+		return []probeTo{{vip, mac}}
+	}
+	if !containsMAC(ct.answered, mac) {
+		ct.answered = append(ct.answered, mac)
+	}
+	return nil
+}
+
+func containsMAC(ms []net.HardwareAddr, m net.HardwareAddr) bool {
+	return slices.ContainsFunc(ms, func(x net.HardwareAddr) bool { return bytes.Equal(x, m) })
+}
+
+// due ends every round that is over at now: a contest that had an answer
+// goes on with probes to the hosts that answered; one without ends, and
+// its VIP is announced (now, or once spacing allows).
+func (c *contests) due(now time.Time) (probes []probeTo, ended []contestEnd, announce []netip.Addr) {
+	for v, ct := range c.vips {
+		if ct.end.After(now) {
+			continue
+		}
+		if len(ct.answered) > 0 {
+			ct.asked, ct.answered = ct.answered, nil
+			ct.end = now.Add(c.round)
+			for _, m := range ct.asked {
+				probes = append(probes, probeTo{v, m})
+			}
+			continue
+		}
+		delete(c.vips, v)
+		var macs []net.HardwareAddr
+		for _, m := range ct.asked {
+			if m != nil {
+				macs = append(macs, m)
+			}
+		}
+		ended = append(ended, contestEnd{vip: v, macs: macs, lasted: now.Sub(ct.since)})
+		c.pending[v] = now
+	}
+	for v, at := range c.pending {
+		if last, ok := c.announced[v]; ok && last.Add(c.spacing).After(at) {
+			at = last.Add(c.spacing)
+			c.pending[v] = at
+		}
+		if !at.After(now) {
+			announce = append(announce, v)
+			c.announced[v] = now
+			delete(c.pending, v)
+		}
+	}
+	return probes, ended, announce
+}
+
+// next returns when the next round ends or the next held-back
+// announcement is due, or false when nothing is.
+func (c *contests) next() (time.Time, bool) {
+	var at time.Time
+	for _, ct := range c.vips {
+		if at.IsZero() || ct.end.Before(at) {
+			at = ct.end
+		}
+	}
+	for v, p := range c.pending {
+		if last, ok := c.announced[v]; ok && last.Add(c.spacing).After(p) {
+			p = last.Add(c.spacing)
+		}
+		if at.IsZero() || p.Before(at) {
+			at = p
+		}
+	}
+	return at, !at.IsZero()
+}

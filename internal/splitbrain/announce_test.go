@@ -1,0 +1,200 @@
+package splitbrain
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// contestRun drives contests on a fake clock and writes down, in order,
+// what it asked for: "0.2s probe 192.0.2.100 to 02:00:00:00:00:0b",
+// "0.4s end 192.0.2.100", "0.4s announce 192.0.2.100".
+type contestRun struct {
+	c       *contests
+	start   time.Time
+	now     time.Time
+	events  []string
+	answers func(p probeTo) bool
+}
+
+func newContestRun() *contestRun {
+	start := time.Unix(1000, 0)
+	return &contestRun{c: newContests(timing{contest: 200 * time.Millisecond, spacing: time.Second}), start: start, now: start}
+}
+
+func (r *contestRun) at() string { return fmt.Sprintf("%.1fs", r.now.Sub(r.start).Seconds()) }
+
+func (r *contestRun) sent(ps []probeTo) {
+	for _, p := range ps {
+		to := "everyone"
+		if p.mac != nil {
+			to = p.mac.String()
+		}
+		r.events = append(r.events, fmt.Sprintf("%s probe %s to %s", r.at(), p.vip, to))
+	}
+	// The hosts that still have the VIP answer at once.
+	for _, p := range ps {
+		if r.answers != nil && r.answers(p) {
+			mac := p.mac
+			if mac == nil {
+				mac = macB
+			}
+			r.c.claim(r.now, p.vip, mac)
+		}
+	}
+}
+
+func (r *contestRun) claim(v netip.Addr, mac net.HardwareAddr) {
+	r.sent(r.c.claim(r.now, v, mac))
+}
+
+// until runs everything due up to at (since the start).
+func (r *contestRun) until(at time.Duration) {
+	for {
+		next, ok := r.c.next()
+		if !ok || next.Sub(r.start) > at {
+			break
+		}
+		r.now = next
+		probes, ended, announce := r.c.due(r.now)
+		for _, e := range ended {
+			r.events = append(r.events, fmt.Sprintf("%s end %s after %v with %s", r.at(), e.vip, e.lasted, macList(e.macs)))
+		}
+		for _, v := range announce {
+			r.events = append(r.events, fmt.Sprintf("%s announce %s", r.at(), v))
+		}
+		r.sent(probes)
+	}
+	r.now = r.start.Add(at)
+}
+
+func TestContests(t *testing.T) {
+	vip := netip.MustParseAddr("192.0.2.100")
+	vip6 := netip.MustParseAddr("2001:db8::100")
+	mb := macB.String()
+	tests := []struct {
+		name   string
+		script func(r *contestRun)
+		want   []string
+	}{{
+		name: "the other host lets go: announced after the first round it does not answer, two rounds at most",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip})
+			holding := true
+			r.answers = func(probeTo) bool { return holding }
+			r.claim(vip, macB) // its gratuitous ARP as it takes the VIP too
+			r.until(time.Second)
+			holding = false
+			r.until(2 * time.Second)
+		},
+		want: []string{
+			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s probe 192.0.2.100 to " + mb,
+			"0.4s probe 192.0.2.100 to " + mb,
+			"0.6s probe 192.0.2.100 to " + mb,
+			"0.8s probe 192.0.2.100 to " + mb,
+			"1.0s probe 192.0.2.100 to " + mb, // answered: it lets go just after
+			"1.2s probe 192.0.2.100 to " + mb,
+			"1.4s end 192.0.2.100 after 1.4s with " + mb,
+			"1.4s announce 192.0.2.100",
+		},
+	}, {
+		name: "a probe from a host that does not have the VIP (a stray's remover): one round",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip})
+			r.claim(vip, macB)
+			r.until(time.Second)
+		},
+		want: []string{
+			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s end 192.0.2.100 after 200ms with " + mb,
+			"0.2s announce 192.0.2.100",
+		},
+	}, {
+		name: "a claim without a MAC (a DAD probe) is asked of everyone",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip6})
+			r.claim(vip6, nil)
+			r.until(time.Second)
+		},
+		want: []string{
+			"0.0s probe 2001:db8::100 to everyone",
+			"0.2s end 2001:db8::100 after 200ms with ",
+			"0.2s announce 2001:db8::100",
+		},
+	}, {
+		name: "this node lets go first: no announcement",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip})
+			r.answers = func(probeTo) bool { return true }
+			r.claim(vip, macB)
+			r.until(300 * time.Millisecond)
+			r.c.setHeld(nil)
+			r.until(2 * time.Second)
+		},
+		want: []string{
+			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s probe 192.0.2.100 to " + mb,
+		},
+	}, {
+		name: "a claim read before this node let the VIP go starts nothing",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip})
+			r.c.setHeld(nil)
+			r.claim(vip, macB)
+			r.until(time.Second)
+		},
+		want: nil,
+	}, {
+		name: "announcements of a VIP a second apart at least",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip})
+			r.claim(vip, macB)
+			r.until(300 * time.Millisecond)
+			r.claim(vip, macB)
+			r.until(3 * time.Second)
+		},
+		want: []string{
+			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s end 192.0.2.100 after 200ms with " + mb,
+			"0.2s announce 192.0.2.100",
+			"0.3s probe 192.0.2.100 to " + mb,
+			"0.5s end 192.0.2.100 after 200ms with " + mb,
+			"1.2s announce 192.0.2.100",
+		},
+	}, {
+		name: "two other hosts: the contest lasts while either answers",
+		script: func(r *contestRun) {
+			r.c.setHeld([]netip.Addr{vip})
+			macC := net.HardwareAddr{2, 0, 0, 0, 0, 0x0c}
+			cHolds := true
+			r.answers = func(p probeTo) bool { return p.mac.String() == macC.String() && cHolds }
+			r.claim(vip, macB)
+			r.claim(vip, macC)
+			r.until(500 * time.Millisecond)
+			cHolds = false
+			r.until(2 * time.Second)
+		},
+		want: []string{
+			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"0.4s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"0.6s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"0.8s end 192.0.2.100 after 800ms with 02:00:00:00:00:0c",
+			"0.8s announce 192.0.2.100",
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newContestRun()
+			tt.script(r)
+			if !slices.Equal(r.events, tt.want) {
+				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(r.events, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}

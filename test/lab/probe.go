@@ -1,0 +1,172 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TCPProbe is a client of the VIPs: from the client namespace it connects
+// over TCP to every target every interval, each attempt on its own, and
+// notes which connected within the deadline. A connection goes wherever
+// the client's neighbour entry for the VIP points (or its route, after an
+// ICMP redirect), so the probe sees what a client sees: a VIP whose
+// holder's gratuitous ARP the client never got is unreachable, however
+// healthy VRRP is.
+type TCPProbe struct {
+	sockets  *socketMaker
+	targets  []netip.AddrPort
+	interval time.Duration
+	deadline time.Duration
+
+	mu    sync.Mutex
+	sent  [][]time.Time
+	ok    [][]bool
+	stop  chan struct{}
+	loop  sync.WaitGroup
+	tries sync.WaitGroup
+}
+
+// ProbeTCP starts probing targets (IP literals and ports) from the client
+// namespace every interval; an attempt that has not connected after
+// deadline fails. Stop ends it.
+func (c *Cluster) ProbeTCP(targets []netip.AddrPort, interval, deadline time.Duration) (*TCPProbe, error) {
+	m, err := newSocketMaker(c.Client.Netns)
+	if err != nil {
+		return nil, err
+	}
+	p := &TCPProbe{sockets: m, targets: targets, interval: interval, deadline: deadline,
+		sent: make([][]time.Time, len(targets)), ok: make([][]bool, len(targets)), stop: make(chan struct{})}
+	p.loop.Go(p.run)
+	return p, nil
+}
+
+func (p *TCPProbe) run() {
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		for i := range p.targets {
+			p.mu.Lock()
+			seq := len(p.sent[i])
+			p.sent[i] = append(p.sent[i], time.Now())
+			p.ok[i] = append(p.ok[i], false)
+			p.mu.Unlock()
+			p.tries.Go(func() { p.try(i, seq) })
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *TCPProbe) try(i, seq int) {
+	p.mu.Lock()
+	deadline := p.sent[i][seq].Add(p.deadline)
+	p.mu.Unlock()
+	if err := p.sockets.connect(p.targets[i], deadline); err != nil {
+		return
+	}
+	p.mu.Lock()
+	p.ok[i][seq] = true
+	p.mu.Unlock()
+}
+
+// Stop ends probing and waits for the attempts still out.
+func (p *TCPProbe) Stop() {
+	select {
+	case <-p.stop:
+		return
+	default:
+		close(p.stop)
+	}
+	p.loop.Wait()
+	p.tries.Wait()
+	p.sockets.close()
+}
+
+// Outage returns target i's longest run without a connection among the
+// runs that were still going at since or began after it: from the last
+// attempt that connected before the run to the first after it (to the last
+// attempt sent when none did). A run that began before since counts whole.
+// Zero when every attempt from since on connected. Safe while probing.
+func (p *TCPProbe) Outage(i int, since time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return LongestGap(p.sent[i], p.ok[i], since)
+}
+
+// Reachable returns since when target i's attempts have connected without
+// a failure in between, counting only attempts whose deadline has passed,
+// and false when the last of them failed.
+func (p *TCPProbe) Reachable(i int) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	done := time.Now().Add(-p.deadline)
+	var since time.Time
+	for k := len(p.sent[i]) - 1; k >= 0; k-- {
+		switch {
+		case p.sent[i][k].After(done):
+		case !p.ok[i][k]:
+			return since, !since.IsZero()
+		default:
+			since = p.sent[i][k]
+		}
+	}
+	return since, !since.IsZero()
+}
+
+// WaitSteady waits until every target has answered every attempt for
+// steady, for up to limit (or until ctx ends).
+func (p *TCPProbe) WaitSteady(ctx context.Context, steady, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		var bad []string
+		for i, t := range p.targets {
+			if since, ok := p.Reachable(i); !ok || time.Since(since) < steady {
+				bad = append(bad, t.Addr().String())
+			}
+		}
+		if len(bad) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not answering every attempt for %v within %v", strings.Join(bad, ", "), steady, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// LongestGap is the longest time between two answered probes with only
+// unanswered ones between them, among the gaps that end at or after since
+// (the zero time: all); a run of unanswered probes at the start or the end
+// counts from the first or to the last probe sent. With nothing lost it is
+// the probe interval.
+func LongestGap(sent []time.Time, acked []bool, since time.Time) time.Duration {
+	if len(sent) == 0 {
+		return 0
+	}
+	var longest time.Duration
+	last := sent[0]
+	for i, at := range sent {
+		if !acked[i] {
+			continue
+		}
+		if !at.Before(since) {
+			longest = max(longest, at.Sub(last))
+		}
+		last = at
+	}
+	if end := sent[len(sent)-1]; !acked[len(sent)-1] && !end.Before(since) {
+		longest = max(longest, end.Sub(last))
+	}
+	return longest
+}
