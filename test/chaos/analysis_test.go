@@ -33,11 +33,24 @@ func TestOutages(t *testing.T) {
 	ps[51].Err = "refused" // one of the second run's two failures
 	got := Outages(ps)
 	want := []Outage{
-		{Interval: Interval{at(100), at(151)}, Failed: 5, Reason: "timeout"},
-		{Interval: Interval{at(500), at(521)}, Failed: 2, Reason: "refused"},
+		{Interval: Interval{at(100), at(150)}, Failed: 5, Reason: "timeout"},
+		{Interval: Interval{at(500), at(520)}, Failed: 2, Reason: "refused"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Outages (-want +got):\n%s", diff)
+	}
+	// A slow path (answers after 100 ms) does not lengthen an outage; a
+	// late answer (the VIP back only then) does not shorten it.
+	slow := []Probe{
+		{Sent: at(0), Done: at(100), OK: true},
+		{Sent: at(10), Done: at(260), Err: "timeout"},
+		{Sent: at(20), Done: at(120), OK: true},
+		{Sent: at(30), Done: at(280), Err: "timeout"},
+		{Sent: at(40), Done: at(400), OK: true},
+	}
+	got = Outages(slow)
+	if len(got) != 2 || !got[0].End.Equal(at(20)) || !got[1].End.Equal(at(300)) {
+		t.Errorf("outages on a slow path = %+v, want ending at 20 ms and at 300 ms", got)
 	}
 	// A run that lasts to the end ends with the last probe.
 	ps = probes(100, "node1", [2]int{50, 100})
@@ -155,8 +168,8 @@ func TestAnalyseCharges(t *testing.T) {
 		t.Errorf("B's charges (-want +got):\n%s", diff)
 	}
 	want := []Violation{
-		{Record: 0, VIP: vipA, What: "outage", Got: 3201 * time.Millisecond, Limit: 3100 * time.Millisecond, At: at(1000)},
-		{Record: -1, VIP: vipA, What: "unexplained outage", Got: 101 * time.Millisecond, At: at(9500)},
+		{Record: 0, VIP: vipA, What: "outage", Got: 3200 * time.Millisecond, Limit: 3100 * time.Millisecond, At: at(1000)},
+		{Record: -1, VIP: vipA, What: "unexplained outage", Got: 100 * time.Millisecond, At: at(9500)},
 		// A sat on two nodes from 4 s to 4.1 s: #1 was over by then, and
 		// no fault was in progress, so all of it counts... and is short.
 	}
@@ -169,7 +182,7 @@ func TestAnalyseCharges(t *testing.T) {
 	if got, want := a.VIPs[1].NoHolder, 200*time.Millisecond; got != want {
 		t.Errorf("B without holder %s, want %s", got, want)
 	}
-	if got, want := a.VIPs[0].Availability, 1-float64(3302)/10000; got != want {
+	if got, want := a.VIPs[0].Availability, 1-float64(3300)/10000; got != want {
 		t.Errorf("A's availability %v, want %v", got, want)
 	}
 	var death, stop KindResult

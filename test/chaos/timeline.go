@@ -32,9 +32,10 @@ func (i Interval) clip(from, to time.Time) (Interval, bool) {
 }
 
 // Outage is a run of failed probes of one VIP: from the first failed
-// probe's start to the answer of the first probe after it that succeeded
-// (so an answer that came late, once the VIP was back, does not shorten
-// it).
+// probe's start to the answer of the first probe after it that succeeded,
+// less the round trip the path took just before the outage (so an answer
+// that came late, once the VIP was back, does not shorten the outage, and
+// a slow path does not lengthen it), but not before that probe's start.
 type Outage struct {
 	Interval
 	// Failed is how many probes failed in a row.
@@ -59,6 +60,8 @@ func sortBySent(ps []Probe) []Probe {
 func Outages(ps []Probe) []Outage {
 	var out []Outage
 	var cur *Outage
+	// rtt is the answer time of the last probe that succeeded.
+	var rtt time.Duration
 	reasons := map[string]int{}
 	closeAt := func(end time.Time) {
 		cur.End = end
@@ -81,7 +84,14 @@ func Outages(ps []Probe) []Outage {
 			cur.Failed++
 			reasons[p.Err]++
 		case cur != nil:
-			closeAt(p.Done)
+			end := p.Done.Add(-rtt)
+			if end.Before(p.Sent) {
+				end = p.Sent
+			}
+			closeAt(end)
+			rtt = p.Done.Sub(p.Sent)
+		default:
+			rtt = p.Done.Sub(p.Sent)
 		}
 	}
 	if cur != nil {
