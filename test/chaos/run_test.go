@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +23,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// ciSeed draws, in 75 s, nine faults of nine kinds: a node death, a
-// service stop, a slow segment, keepalived killed, both partitions, a
-// freeze, ipfailover stopped and a link cut.
-const ciSeed = 3061
+// ciSeed draws, in 75 s, seven faults of seven kinds: a rollout, a lossy
+// and slow segment, ipfailover stopped, both partitions, a service stop,
+// and the death of node3, which holds the IPv6 VIP. It is the seed that
+// found IPv6 clients following a dead node's kernel (its guard's duplicate
+// address detection probes were answered to all nodes): the IPv6 VIP was
+// out for as long as node3 was dead.
+const ciSeed = 7
 
 // TestShortRun is the short mixed run CI makes: the real ipfailover and
 // keepalived on the lab under seed ciSeed's faults for 75 s. It holds the
@@ -78,11 +82,40 @@ func TestShortRun(t *testing.T) {
 	for _, pr := range res.Problems {
 		t.Errorf("problem: %s", pr)
 	}
-	if got, want := len(res.Data.Records), len(res.Schedule.Faults); got != want || want < 8 {
-		t.Errorf("%d faults carried out of %d planned, want all of at least 8", got, want)
+	if got, want := len(res.Data.Records), len(res.Schedule.Faults); got != want || want < 7 {
+		t.Errorf("%d faults carried out of %d planned, want all of at least 7", got, want)
 	}
 	for _, v := range res.Analysis.Violations {
 		t.Logf("limit (measured by make chaos, not held here): %s", v.String(res.Data))
+	}
+	// The VIPs of a dead node answer from another node before the dead one
+	// comes back (3 advert intervals after it died, against a death of 4 s
+	// or more): its kernel, which still has them, must not keep the clients.
+	for ri, rec := range res.Data.Records {
+		if rec.Kind != NodeDeath || rec.Ended.Sub(rec.Began) < 4*time.Second {
+			continue
+		}
+		for vi, r := range res.Analysis.VIPs {
+			if !slices.Contains(rec.Held, res.Data.VIPs[vi]) {
+				continue
+			}
+			for oi, o := range r.Outages {
+				if r.Charges[oi].Record == ri && o.Start.Before(rec.Ended) && !o.End.Before(rec.Ended) {
+					t.Errorf("%s: out from %s until %s, after %s came back (%s): its clients waited for the dead node",
+						r.VIP, o.Start.Sub(res.Data.Start), o.End.Sub(res.Data.Start), res.Data.Nodes[rec.Nodes[0]], rec.Ended.Sub(res.Data.Start))
+				}
+			}
+		}
+	}
+	// A client sent to a node without the VIP for a second is a client
+	// left behind, however slow the machine: every node that takes a VIP
+	// announces it, and the guards announce it again after a split brain.
+	for _, r := range res.Analysis.VIPs {
+		for _, o := range r.Outages {
+			if o.Stranded != "" && o.Len() > time.Second {
+				t.Errorf("%s: out %s from %s, the client sending to %s, which did not hold it", r.VIP, o.Len(), o.Start.Sub(res.Data.Start), o.Stranded)
+			}
+		}
 	}
 	for _, r := range res.Analysis.VIPs {
 		t.Logf("%s: available %.3f%%, %d outages, on two nodes %s", r.VIP, r.Availability*100, len(r.Outages), r.Twice)
