@@ -51,6 +51,10 @@ type Data struct {
 	// still show: preemption back to the returning node takes up to 3
 	// advert intervals and its skew.
 	Allowance time.Duration
+	// Lead is how long before a fault's injection its window opens: a
+	// probe in flight when the fault begins (sent up to its deadline
+	// before) fails with it.
+	Lead time.Duration
 	// DupBound is how long a VIP may stay on two nodes after the faults
 	// that split the cluster are over: the time the split-brain detector
 	// needs to call it a duplicate.
@@ -58,9 +62,10 @@ type Data struct {
 }
 
 // Window is the span in which an outage or a duplicate counts as the
-// record's doing: from its start to its recovery plus the allowance.
+// record's doing: from its start (less Lead) to its recovery plus the
+// allowance.
 func (d *Data) Window(r Record) Interval {
-	return Interval{r.Began, r.Recovered.Add(d.Allowance)}
+	return Interval{r.Began.Add(-d.Lead), r.Recovered.Add(d.Allowance)}
 }
 
 // Charge ties an outage or a duplicate to the fault it is charged to.

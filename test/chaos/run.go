@@ -176,7 +176,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	}
 	defer closeDialer()
 	prober := StartProber(ctx, dial, targets, ProbeInterval, ProbeDeadline)
-	d := &Data{Nodes: names, VIPs: t.vips(), Allowance: 3*advertOf(o.AdvertInterval) + time.Second, DupBound: DupBound}
+	d := &Data{Nodes: names, VIPs: t.vips(), Allowance: 3*advertOf(o.AdvertInterval) + time.Second, Lead: ProbeDeadline, DupBound: DupBound}
 	// A second of answers before the first fault shows every VIP answered.
 	if err := sleep(ctx, time.Second); err != nil {
 		prober.Stop()
