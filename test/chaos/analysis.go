@@ -287,11 +287,12 @@ func Analyse(d *Data) Analysis {
 
 // measure holds an outage to the faults in progress: it must end within
 // the most lenient bound of the faults whose windows contain its start. A
-// fault that begins while the outage is still within that limit (the
-// backup about to take over dies too) starts the count again, with its
-// own bound if more lenient. Alone, that is the fault's own bound on the
-// outage's length. It returns the part of the outage held to the limit,
-// and the limit.
+// change while the outage is still within that limit starts the count
+// again: a fault that begins (the backup about to take over dies too,
+// with its own bound if more lenient) or one that is undone (a frozen node
+// resumes, a node comes back: VRRP sorts the VIPs out anew). Alone, that
+// is the fault's own bound on the outage's length. It returns the part of
+// the outage held to the limit, and the limit.
 func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
 	from := o.Start
 	for i, r := range d.Records {
@@ -299,15 +300,18 @@ func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
 			limit = max(limit, r.Bound)
 		}
 	}
-	order := make([]int, len(d.Records))
-	for i := range order {
-		order[i] = i
+	type change struct {
+		at    time.Time
+		bound time.Duration
 	}
-	slices.SortFunc(order, func(a, b int) int { return d.Records[a].Began.Compare(d.Records[b].Began) })
-	for _, i := range order {
-		r := d.Records[i]
-		if r.Began.After(from) && r.Began.Before(o.End) && !r.Began.After(from.Add(limit)) {
-			from, limit = r.Began, max(limit, r.Bound)
+	var changes []change
+	for _, r := range d.Records {
+		changes = append(changes, change{r.Began, r.Bound}, change{r.Ended, r.Bound})
+	}
+	slices.SortFunc(changes, func(a, b change) int { return a.at.Compare(b.at) })
+	for _, c := range changes {
+		if c.at.After(from) && c.at.Before(o.End) && !c.at.After(from.Add(limit)) {
+			from, limit = c.at, max(limit, c.bound)
 		}
 	}
 	return o.End.Sub(from), limit

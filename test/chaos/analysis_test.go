@@ -120,7 +120,7 @@ var (
 )
 
 // twoFaults is a run of 10 s over two VIPs: a node death on node1 at 1 s
-// (back at 3 s), which costs A an outage of 3.2 s (over its bound) and
+// (back at 4.5 s), which costs A an outage of 3.2 s (over its bound) and
 // leaves A on two nodes until 3.1 s; and a partition from 6 s to 7 s that
 // overlaps a service stop on node2 from 6.5 s to 8 s, during which B is
 // out for 200 ms; and an outage of A at 9.5 s that nothing explains.
@@ -141,8 +141,8 @@ func twoFaults() *Data {
 			vipA: {{At: at(-500), Node: "node1"}, {At: at(4000), Node: "node2"}},
 		},
 		Records: []Record{
-			{Fault: Fault{Index: 1, Kind: NodeDeath, Nodes: []int{0}}, Began: at(1000), Ended: at(3000), Recovered: at(3050),
-				Bound: 3100 * time.Millisecond, Downs: []NodeDown{{0, Interval{at(1000), at(3050)}}}},
+			{Fault: Fault{Index: 1, Kind: NodeDeath, Nodes: []int{0}}, Began: at(1000), Ended: at(4500), Recovered: at(4550),
+				Bound: 3100 * time.Millisecond, Downs: []NodeDown{{0, Interval{at(1000), at(4550)}}}},
 			{Fault: Fault{Index: 2, Kind: Partition, Nodes: []int{1, 2}}, Began: at(6000), Ended: at(7000), Recovered: at(7000)},
 			{Fault: Fault{Index: 3, Kind: ServiceStop, Nodes: []int{1}}, Began: at(6500), Ended: at(8000), Recovered: at(8000),
 				Bound: 400 * time.Millisecond, Downs: []NodeDown{{1, Interval{at(6500), at(8000)}}}},
@@ -235,7 +235,7 @@ func TestNoHolderWhileHealthy(t *testing.T) {
 
 func TestMeasure(t *testing.T) {
 	rec := func(began, bound int) Record {
-		return Record{Began: at(began), Ended: at(began + 100), Recovered: at(began + 100), Bound: time.Duration(bound) * time.Millisecond}
+		return Record{Began: at(began), Ended: at(began), Recovered: at(began), Bound: time.Duration(bound) * time.Millisecond}
 	}
 	for _, tc := range []struct {
 		name       string
@@ -253,6 +253,9 @@ func TestMeasure(t *testing.T) {
 		// A graceful handover in progress when a node dies: the dead
 		// node's bound, the more lenient.
 		{"the most lenient", []Record{rec(1000, 100), rec(1050, 3100)}, 1100, 1300, 200, 3100},
+		// A frozen node resumes during the outage: VRRP sorts the VIPs
+		// out anew from then.
+		{"a node back", []Record{{Began: at(1000), Ended: at(3000), Recovered: at(3000), Bound: 3100 * time.Millisecond}}, 2500, 6000, 3000, 3100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Data{Records: tc.recs, Allowance: time.Second}
