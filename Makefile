@@ -30,7 +30,7 @@ PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/[a-z]+)$$
 
-.PHONY: all build deps test e2e demo bench chaos fuzz lint image image-test clean
+.PHONY: all build deps test e2e demo bench chaos fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -56,8 +56,10 @@ e2e: deps
 demo: deps
 	$(GO) run ./cmd/demo
 
-bench: deps
-	$(GO) run ./cmd/bench -image $(IMAGE)
+# bench's kube phase runs the manifests on a real cluster: it needs the
+# Kubernetes binaries and the image.
+bench: deps kube-bins image
+	$(GO) run ./cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
 
 # chaos runs the lab's fleet under the faults the seed draws while a client
 # probes every VIP, and writes out/chaos/seed-N/report.md and a timeline per
@@ -101,6 +103,60 @@ image:
 # nothing changed, podman's layer cache makes that a few seconds).
 image-test: image
 	IMAGE=$(IMAGE) ./images/image-test.sh
+
+# --- the test Kubernetes cluster (test/kube) ---------------------------------
+# Kubernetes is built from the Go module proxy at the release
+# test/kube/k8s/go.mod pins (its own module: the product's go.mod does not
+# grow). A machine's first build takes about 10 minutes and 3 GB on 2 cores
+# (4 GB of build cache); after that a few seconds. etcd is unpacked from
+# Debian's etcd-server (installing it would start a service), the pause
+# binary compiled from the pause.c inside the Kubernetes module (its version,
+# 3.10.2, is the pause image tag test/kube imports: sandboxImage).
+KUBE_MOD     := test/kube/k8s
+KUBE_BIN     := bin/kube
+KUBE_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|p' $(KUBE_MOD)/go.mod)
+KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=$(word 2,$(subst ., ,$(KUBE_VERSION:v%=x.%))) -X $(p).gitMinor=$(word 3,$(subst ., ,$(KUBE_VERSION:v%=x.%))) -X $(p).gitTreeState=clean)
+KUBELAB      := bin/kubelab
+
+kube-deps:
+	./scripts/install-deps.sh kube
+
+kube-bins: kube-deps
+	cd $(KUBE_MOD) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(CURDIR)/$(KUBE_BIN)/ tool
+	$(MAKE) $(KUBE_BIN)/etcd $(KUBE_BIN)/pause
+
+$(KUBE_BIN)/etcd:
+	@mkdir -p $(KUBE_BIN)
+	tmp=$$(mktemp -d) && cd $$tmp && chmod 755 . && \
+	  { apt-get download etcd-server >/dev/null 2>&1 || { apt-get update -qq && apt-get download etcd-server >/dev/null; }; } && \
+	  dpkg-deb -x etcd-server_*.deb root && cp root/usr/bin/etcd $(CURDIR)/$@ && cd / && rm -rf $$tmp
+
+$(KUBE_BIN)/pause: $(KUBE_MOD)/go.mod
+	@mkdir -p $(KUBE_BIN)
+	gcc -Os -Wall -Werror -static -DVERSION=v3.10.2 -o $@ \
+	  "$$(cd $(KUBE_MOD) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
+
+$(KUBELAB): FORCE
+	$(GO) build -o $@ ./cmd/kubelab
+
+# kube-up leaves a cluster running with `make image` imported into every
+# node, and prints its KUBECONFIG; kube-down removes it (safe to run twice).
+kube-up: kube-bins image $(KUBELAB)
+	$(KUBELAB) up -bin $(KUBE_BIN) -image $(IMAGE)
+
+kube-down: $(KUBELAB)
+	$(KUBELAB) down
+
+# kube-test: the cluster's own tests (a second cluster up and down leaves
+# the machine as it found it), then the manifests' scenarios on a cluster
+# from kube-up, which goes away whatever the result.
+kube-test: kube-bins image $(KUBELAB)
+	IPFAILOVER_KUBE_BIN=$(CURDIR)/$(KUBE_BIN) $(GO) test -count=1 -timeout 10m ./test/kube/
+	$(KUBELAB) up -bin $(KUBE_BIN) -image $(IMAGE)
+	IPFAILOVER_KUBE=$(CURDIR)/out/kube $(GO) test -count=1 -timeout 30m -v ./test/kubee2e/; \
+	  rc=$$?; $(KUBELAB) down; exit $$rc
+
+FORCE:
 
 clean:
 	rm -rf bin

@@ -774,9 +774,10 @@ func selects(selector, labels map[string]string) bool {
 }
 
 // TestDaemonSetKeepsTheDeploymentsPod: the daemonset overlay repeats the
-// base pod; only scheduling (anti-affinity) may differ.
+// pod of the kubernetes overlay (the base's, on every Linux node: a plain
+// cluster has no worker label); only scheduling (anti-affinity) may differ.
 func TestDaemonSetKeepsTheDeploymentsPod(t *testing.T) {
-	_, dep := build(t, "base").workload(t)
+	_, dep := build(t, "overlays/kubernetes").workload(t)
 	_, ds := build(t, "overlays/daemonset").workload(t)
 	dep.Spec.Affinity = nil
 	if diff := cmp.Diff(dep, ds); diff != "" {

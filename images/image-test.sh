@@ -464,22 +464,6 @@ else
 	fail "namespace $nsk"
 fi
 
-# --- the manifests, played -------------------------------------------------
-# test/kubeplay builds deploy/'s overlays with kustomize and runs them with
-# podman kube play on three nodes of a lab (network namespaces on one
-# bridge): least-privilege security context as the kernel applies it,
-# readiness through the probe, one holder per VIP, a handover when a pod
-# stops, and the cleanup Job's pod on every node leaving nothing behind.
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out=$(cd "$root" && IPFAILOVER_IMAGE=$IMAGE go test -count=1 -timeout 15m -v -run '^TestManifestsRunWithPodman$' ./test/kubeplay 2>&1)
-rc=$?
-if [[ $rc == 0 ]] && grep -q -- '--- PASS: TestManifestsRunWithPodman' <<<"$out"; then
-	grep -E -- '--- PASS: TestManifestsRunWithPodman/|holders:|before the cleanup' <<<"$out" | sed 's/^ *--- PASS: TestManifestsRunWithPodman\//      | /; s/^ *kubeplay_test.go:[0-9]*: /      | /'
-	pass "manifests: overlays/kubernetes and cleanup/kubernetes played with podman kube play on three nodes"
-else
-	fail "manifests: overlays/kubernetes and cleanup/kubernetes played with podman kube play on three nodes" "$(grep -vE 'level=(INFO|DEBUG)' <<<"$out" | tail -n 60)"
-fi
-
 if ((failed > 0)); then
 	echo "image-test: $failed check(s) FAILED"
 	exit 1

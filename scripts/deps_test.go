@@ -51,6 +51,8 @@ var resolved = map[string]struct {
 	"test/e2e/harness_test.go: ipfailoverBin":                               {nil, "the ipfailover binary the suite builds"},
 	"scripts/deps_test.go: r.program":                                       {nil, "the programs of deps.txt, looked up for dpkg"},
 	"test/lab/fleet.go: opts.Argv":                                          {nil, "FleetOptions.Argv: the ipfailover binary of the caller"},
+	"test/kube/cluster.go: p.argv":                                          {[]string{"nsenter", "containerd"}, "a cluster's daemons: nsenter into a machine, then containerd or a binary make kube-bins built; or kubelab itself (the API forwarder)"},
+	"test/kube/kubectl.go: filepath.Join(…)":                                {nil, "the kubectl make kube-bins builds"},
 }
 
 // libraries are the packages outside the module and the standard library
@@ -68,9 +70,19 @@ var libraries = map[string]struct {
 	"sigs.k8s.io/kustomize/kyaml/fn/runtime/exec":           {nil, "KRM exec functions, off in krusty's default options"},
 }
 
-// imageOnly are the directories whose Go code runs only in make image-test,
-// whose programs may come from the "image" group.
-var imageOnly = []string{"test/kubeplay"}
+// kubeOnly are the directories whose Go code runs only with the test
+// Kubernetes cluster (make kube-up, make kube-test, make bench's kube
+// phase), whose programs may come from the "kube" group and, since
+// install-deps.sh kube installs both, the "image" group.
+var kubeOnly = []string{"test/kube", "test/kubee2e", "cmd/kubelab"}
+
+// groupDirs are, for each group but "test", the directories whose Go code
+// may run its programs: the cluster's for both (the image test is a shell
+// script).
+var groupDirs = map[string][]string{
+	"image": kubeOnly,
+	"kube":  kubeOnly,
+}
 
 // whenInstalled are the files whose Go code runs programs of the "image"
 // group only when they are on PATH, doing without them otherwise, and why.
@@ -110,8 +122,8 @@ func parseTable(data []byte) (map[string]row, error) {
 			errs = append(errs, fmt.Errorf("deps.txt:%d: want program, package, group and at least one user, got %q", n, sc.Text()))
 			continue
 		}
-		if f[2] != "test" && f[2] != "image" {
-			errs = append(errs, fmt.Errorf("deps.txt:%d: group %q, want test or image", n, f[2]))
+		if f[2] != "test" && groupDirs[f[2]] == nil {
+			errs = append(errs, fmt.Errorf("deps.txt:%d: group %q, want test, image or kube", n, f[2]))
 		}
 		if old, dup := rows[f[0]]; dup {
 			errs = append(errs, fmt.Errorf("deps.txt:%d: %s already on line %d", n, f[0], old.line))
@@ -178,8 +190,8 @@ func missing(table map[string]row, need map[string][]Site) []string {
 			if _, ok := whenInstalled[s.File]; ok {
 				continue
 			}
-			if !slices.ContainsFunc(imageOnly, func(d string) bool { return strings.HasPrefix(s.File, d+"/") }) {
-				out = append(out, fmt.Sprintf("%s is in group %q, but %s runs it outside the image test: group test", p, r.group, s.Pos))
+			if !slices.ContainsFunc(groupDirs[r.group], func(d string) bool { return strings.HasPrefix(s.File, d+"/") }) {
+				out = append(out, fmt.Sprintf("%s is in group %q, but %s runs it outside %s: group test", p, r.group, s.Pos, strings.Join(groupDirs[r.group], ", ")))
 				break
 			}
 		}
@@ -309,6 +321,7 @@ func TestShellCommands(t *testing.T) {
 		{"set -e\nmount -t proc proc /proc\numount -l /sys 2>/dev/null || true\nexec \"$@\"", []string{"mount", "umount"}},
 		{"FOO=1 BAR=2 env | grep FOO", []string{"env", "grep"}},
 		{"if [ -e /x ]; then rm /x; fi", []string{"rm"}},
+		{`for f in $FILES; do echo $$ >"$f"; done; exec "$@"`, nil},
 	}
 	for _, tt := range tests {
 		if got := shellCommands(tt.script); !slices.Equal(got, tt.want) {

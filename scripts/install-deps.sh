@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, every program the tests, the demo and the
 # benchmarks run; with the argument "image" also what make image and make
-# image-test run (podman, runc, debootstrap, catatonit). The programs and their
+# image-test run (podman, runc, debootstrap, catatonit); with "kube" that and
+# what the test Kubernetes cluster runs or builds with (containerd, the CNI
+# plugins, gcc and libc6-dev for the pause binary). The programs and their
 # packages are the table in deps.txt beside this script, which deps_test.go
 # holds against the code. Quiet and quick when everything is there already.
 set -euo pipefail
@@ -9,7 +11,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 case ${1:-} in
   "") groups=" test " ;;
   image) groups=" test image " ;;
-  *) echo "usage: $0 [image]" >&2; exit 2 ;;
+  kube) groups=" test image kube " ;;
+  *) echo "usage: $0 [image|kube]" >&2; exit 2 ;;
 esac
 export PATH="$PATH:/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
@@ -17,7 +20,11 @@ need=()
 while read -r program package group _; do
   [[ -z $program || $program == \#* || $package == - ]] && continue
   [[ $groups == *" $group "* ]] || continue
-  command -v "$program" >/dev/null && continue
+  if [[ $program == /* ]]; then
+    [[ -e $program ]] && continue
+  else
+    command -v "$program" >/dev/null && continue
+  fi
   [[ " ${need[*]} " == *" $package "* ]] || need+=("$package")
 done <"$here/deps.txt"
 

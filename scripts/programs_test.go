@@ -467,15 +467,44 @@ func (c *fnCtx) wrapperOf(call *ast.CallExpr) (wrapper, bool) {
 		if w, ok := c.s.wrappers[funcKey(c.file.pkg, method)]; ok {
 			return w, true
 		}
+		// A method of this package by that name that passes no argv and
+		// takes the call's arguments (test/kube's Machine.Start(ctx,
+		// daemons...)) is the one called, not an imported package's
+		// wrapper of the same name (test/lab's Node.Start(ctx, argv, env,
+		// out)).
+		for _, d := range c.file.pkg.methods[fun.Sel.Name] {
+			if accepts(d, len(call.Args)) {
+				return wrapper{}, false
+			}
+		}
 		for _, ip := range c.file.imports {
 			if p := c.s.imported(ip); p != nil {
-				if w, ok := c.s.wrappers[funcKey(p, method)]; ok {
+				// An imported package's wrapper of that name is the one
+				// called only if it takes the call's arguments: test/lab's
+				// Node.Start(ctx, argv, env, out) is not test/kube's
+				// Machine.Start(ctx, daemons...).
+				if w, ok := c.s.wrappers[funcKey(p, method)]; ok && slices.ContainsFunc(p.methods[fun.Sel.Name], func(d *ast.FuncDecl) bool { return accepts(d, len(call.Args)) }) {
 					return w, true
 				}
 			}
 		}
 	}
 	return wrapper{}, false
+}
+
+// accepts reports whether d can be called with n arguments.
+func accepts(d *ast.FuncDecl, n int) bool {
+	params, variadic := 0, false
+	for _, f := range d.Type.Params.List {
+		params += max(1, len(f.Names))
+		if _, ok := f.Type.(*ast.Ellipsis); ok {
+			variadic = true
+		}
+	}
+	if variadic {
+		return n >= params-1
+	}
+	return n == params
 }
 
 // exec reads exec.Command's (program, args...) arguments.
@@ -953,6 +982,10 @@ func shellCommands(script string) []string {
 		for len(words) > 0 {
 			w := words[0]
 			switch {
+			case w == "for" && len(words) > 1:
+				// for NAME in WORDS...: NAME is no command.
+				words = words[2:]
+				continue
 			case shellKeywords[w], strings.Contains(w, "=") && !strings.HasPrefix(w, "="),
 				w == "exec", strings.HasPrefix(w, ">"), strings.HasPrefix(w, "<"):
 				words = words[1:]

@@ -50,7 +50,7 @@ type Options struct {
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
 	// "partition", "scrape", "cpu", "scale" (Scale still gates it, and the
-	// 254-VIP CPU rows) and "image"; empty runs all.
+	// 254-VIP CPU rows), "image" and "kube"; empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
 	CPUFor time.Duration
@@ -58,8 +58,11 @@ type Options struct {
 	// a change without rebuilding).
 	NodeEnv []string
 	// Image is the image whose size the "image" phase reports (make
-	// image's tag); empty: no image rows.
+	// image's tag; empty: no image rows), and that the "kube" phase runs.
 	Image string
+	// KubeBin holds the Kubernetes binaries of the "kube" phase (make
+	// kube-bins).
+	KubeBin string
 }
 
 func (o Options) phase(name string) bool {
@@ -172,7 +175,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, c: c, svc: map[*lab.Node]*Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, stranded: map[string]int{}}
+	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, stranded: map[string]int{}}
 	defer r.close()
 	if r.script, err = writeCheckScript(filepath.Dir(o.Binary)); err != nil {
 		return nil, err
@@ -202,7 +205,7 @@ type runner struct {
 	o       Options
 	c       *lab.Cluster
 	w       *Watcher
-	svc     map[*lab.Node]*Service
+	svc     map[*lab.Node]*lab.Service
 	crashed map[*lab.Node]bool
 	// script is the shipped image's TCP check as a script file.
 	script string
@@ -285,7 +288,7 @@ func (r *runner) services() error {
 		if s := r.svc[n]; s != nil {
 			continue
 		}
-		s, err := ListenIn(n.Netns, netip.AddrPortFrom(n.Addr4, MonitorPort).String())
+		s, err := lab.ListenIn(n.Netns, netip.AddrPortFrom(n.Addr4, MonitorPort).String())
 		if err != nil {
 			return err
 		}
@@ -353,6 +356,11 @@ func (r *runner) measure(ctx context.Context) error {
 	if r.o.Scale && r.o.phase("scale") {
 		if err := r.scale(ctx); err != nil {
 			return fmt.Errorf("scale: %w", err)
+		}
+	}
+	if r.o.phase("kube") {
+		if err := r.kube(ctx); err != nil {
+			return fmt.Errorf("kube: %w", err)
 		}
 	}
 	return nil

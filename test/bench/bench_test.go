@@ -205,7 +205,7 @@ func TestWatcherAndService(t *testing.T) {
 	}
 
 	addr := netip.AddrPortFrom(n.Addr4, MonitorPort).String()
-	svc, err := ListenIn(n.Netns, addr)
+	svc, err := lab.ListenIn(n.Netns, addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,14 +45,14 @@ func (r *runner) partitions(ctx context.Context) error {
 	}
 	// What the client connects to: a TCP service on every address of
 	// every node, so whichever node has a VIP answers for it.
-	var services []*Service
+	var services []*lab.Service
 	defer func() {
 		for _, s := range services {
 			s.Stop()
 		}
 	}()
 	for _, n := range r.c.Nodes {
-		s, err := ListenIn(n.Netns, fmt.Sprintf("0.0.0.0:%d", ProbePort))
+		s, err := lab.ListenIn(n.Netns, fmt.Sprintf("0.0.0.0:%d", ProbePort))
 		if err != nil {
 			return err
 		}

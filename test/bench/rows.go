@@ -60,7 +60,29 @@ func (r *runner) rows() []Row {
 		size(rowScaleSize, KB, "")
 		size(rowScaleRSS, MB, "")
 	}
+	if len(r.samples[rowKubeUp]) > 0 {
+		r.kubeRows(t, size)
+	}
 	return rows
+}
+
+// kubeRows are the rows of the real cluster: the handover gaps with the
+// issue's target on the worst, the node death against VRRP's limit, and
+// what the cluster costs.
+func (r *runner) kubeRows(t func(name, rule, shipped string) *Row, size func(name string, u Unit, shipped string) *Row) {
+	probe := fmt.Sprintf("a client connects to every VIP every %s (TCP to the monitored port, a service on every node)", kubeProbe)
+	t(rowKubeUp, "", "").Note = "kube.Up: namespaces, certificates, control plane, three nodes Ready, the image saved and imported into each"
+	t(rowKubeImport, "", "").Note = "ctr images import of the pause image and make image's, per node"
+	size(rowKubeCP, MB, "").Note = "sum of the processes' resident memory, the Deployment running"
+	size(rowKubeNode, MB, "").Note = "per node, every process of the node's cgroup"
+	for _, name := range []string{rowKubeRollout, rowKubeDelete, rowKubeDrain, rowKubeRolloutDS} {
+		row := t(name, "", "")
+		row.Note = probe + "; until the holders settle again"
+		row.Check("worst", targetRolling)
+	}
+	death := t(rowKubeDeath, "3 × advert_int + the best backup's skew", shippedCrash)
+	death.Note = "the node's every process frozen and killed, its link cut, at a random moment of the advert interval; timed by netlink as the crash rows"
+	r.crashBound(death, r.samples[rowKubeDeath])
 }
 
 // crashBound checks the bound: no crash move beyond 3 × advert_int

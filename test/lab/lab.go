@@ -5,16 +5,19 @@
 // Addresses (all TEST-NET):
 //
 //	bridge (gateway)  192.0.2.1     2001:db8::1
+//	host i (1-based)  192.0.2.1+i   2001:db8::1+i
 //	node i (1-based)  192.0.2.10+i  2001:db8::10+i (hex)
 //	client            192.0.2.254   2001:db8::fe
 //
+// Hosts are machines on the nodes' network that are not nodes (a
+// Kubernetes control plane, say): they never count as VIP holders.
 // Every node has a default route via the gateway, so a program that looks
 // for the interface of the default route finds eth0. Namespace names carry a
 // random suffix, so clusters built in parallel never collide. A Cluster needs
 // root; it never touches the root network namespace.
 //
 // IPv4 and IPv6 forwarding are set explicitly in every namespace: off, or on
-// in the nodes with Options.Routing. A new namespace would otherwise inherit
+// in the nodes with Options.Routing (never in the hosts). A new namespace would otherwise inherit
 // the host's IPv4 forwarding, which podman and kubelets turn on, and whether
 // a node that let a VIP go still forwards a client's packets to its new
 // holder (hiding a client that points at the wrong node) would depend on
@@ -35,6 +38,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +62,8 @@ const NetnsPrefix = "lab-"
 type Options struct {
 	// Nodes is the number of nodes, 1..100; 0 means 3.
 	Nodes int
+	// Hosts names the extra hosts on the bridge, at most 9.
+	Hosts []string
 	// Logger receives one line per step; nil discards.
 	Logger *slog.Logger
 	// Routing turns IPv4 and IPv6 forwarding on in the nodes, as on most
@@ -75,6 +81,8 @@ type Cluster struct {
 	Name string
 	// Nodes are the nodes, Nodes[0] is "node1" with address .11.
 	Nodes []*Node
+	// Hosts are the extra hosts of Options.Hosts, in that order.
+	Hosts []*Node
 	// Client is the namespace tests probe from. Start works there too,
 	// but it is meant for Dial, HTTPClient and Exec.
 	Client *Node
@@ -83,6 +91,9 @@ type Cluster struct {
 
 	bridgeNetns string
 	log         *slog.Logger
+	// attached: another process built the cluster and removes it; Close
+	// leaves its namespaces alone.
+	attached bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -93,6 +104,65 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("lab: building namespaces needs root")
 	}
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, fmt.Errorf("lab: random name: %w", err)
+	}
+	c, err := layout(hex.EncodeToString(suffix), opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.build(ctx); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	c.log.Info("cluster ready", "nodes", len(c.Nodes), "bridge_netns", c.bridgeNetns, "routing", c.Routing)
+	return c, nil
+}
+
+// Attach returns the cluster called name that New built in another
+// process, with the same Options: its nodes, hosts and client, for Exec,
+// Dial, Holders and the like. Closing it kills what this process started
+// there and leaves the namespaces to the process that built them (see
+// Remove).
+func Attach(name string, opts Options) (*Cluster, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("lab: entering namespaces needs root")
+	}
+	c, err := layout(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.attached = true
+	for _, n := range c.all() {
+		if _, err := os.Stat("/run/netns/" + n.Netns); err != nil {
+			return nil, fmt.Errorf("lab: attaching to cluster %s: %w", name, err)
+		}
+		if err := n.openHandle(); err != nil {
+			c.closeHandles()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Keep makes Close leave the namespaces in place, as for a cluster from
+// Attach: the cluster outlives this process, and Remove deletes it.
+func (c *Cluster) Keep() { c.attached = true }
+
+// Remove deletes the namespaces of the cluster called name, built by New
+// with the same Options in another process, that still exist. Their
+// processes must be gone first: a namespace in use only disappears from
+// /run/netns.
+func Remove(name string, opts Options) error {
+	c, err := layout(name, opts)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// layout names a cluster's namespaces and addresses without making them.
+func layout(name string, opts Options) (*Cluster, error) {
 	n := opts.Nodes
 	if n == 0 {
 		n = 3
@@ -100,21 +170,25 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	if n < 1 || n > 100 {
 		return nil, fmt.Errorf("lab: %d nodes: must be 1..100", n)
 	}
+	if len(opts.Hosts) > 9 {
+		return nil, fmt.Errorf("lab: %d hosts: at most 9", len(opts.Hosts))
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	suffix := make([]byte, 4)
-	if _, err := rand.Read(suffix); err != nil {
-		return nil, fmt.Errorf("lab: random name: %w", err)
-	}
-	c := &Cluster{
-		Name:    hex.EncodeToString(suffix),
-		Routing: opts.Routing,
-		log:     log,
-	}
+	c := &Cluster{Name: name, Routing: opts.Routing}
 	c.log = log.With("cluster", c.Name)
 	c.bridgeNetns = NetnsPrefix + c.Name + "-br"
+	for i, h := range opts.Hosts {
+		c.Hosts = append(c.Hosts, &Node{
+			Name:    h,
+			Netns:   fmt.Sprintf("%s%s-h%d", NetnsPrefix, c.Name, i+1),
+			Addr4:   netip.AddrFrom4([4]byte{192, 0, 2, byte(2 + i)}),
+			Addr6:   addr6(byte(2 + i)),
+			cluster: c,
+		})
+	}
 	for i := 1; i <= n; i++ {
 		c.Nodes = append(c.Nodes, &Node{
 			Name:    fmt.Sprintf("node%d", i),
@@ -131,11 +205,17 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 		Addr6:   Client6,
 		cluster: c,
 	}
-	if err := c.build(ctx); err != nil {
-		return nil, errors.Join(err, c.Close())
+	// The bridge ports, as build names them (CutVRRP filters on them).
+	for i, n := range c.all() {
+		n.port = fmt.Sprintf("p%d", i+1)
 	}
-	c.log.Info("cluster ready", "nodes", n, "bridge_netns", c.bridgeNetns, "routing", c.Routing)
+	c.Client.port = "pcl"
 	return c, nil
+}
+
+// all lists the nodes, the hosts and the client.
+func (c *Cluster) all() []*Node {
+	return append(append(append([]*Node{}, c.Nodes...), c.Hosts...), c.Client)
 }
 
 // forwarding are the sysctls that turn IPv4 and IPv6 forwarding on or off
@@ -169,6 +249,16 @@ func (c *Cluster) Node(name string) *Node {
 	return nil
 }
 
+// Host returns the host called name, or nil.
+func (c *Cluster) Host(name string) *Node {
+	for _, n := range c.Hosts {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
 func (c *Cluster) build(ctx context.Context) error {
 	// Sysctls before the veths appear, so new interfaces inherit them:
 	// no DAD delay on IPv6 (VRRPv3 speaks from the link-local address) and
@@ -190,12 +280,8 @@ func (c *Cluster) build(ctx context.Context) error {
 		{"ip", "-n", c.bridgeNetns, "addr", "add", Gateway6.String() + "/64", "dev", "br0", "nodad"},
 		{"ip", "-n", c.bridgeNetns, "link", "set", "br0", "up"},
 	}
-	for i, n := range append(append([]*Node{}, c.Nodes...), c.Client) {
-		port := fmt.Sprintf("p%d", i+1)
-		if n == c.Client {
-			port = "pcl"
-		}
-		n.port = port
+	for _, n := range c.all() {
+		port := n.port
 		steps = append(steps,
 			[]string{"ip", "netns", "add", n.Netns},
 			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, sysctls...),
@@ -206,7 +292,7 @@ func (c *Cluster) build(ctx context.Context) error {
 			[]string{"ip", "-n", n.Netns, "addr", "add", n.Addr6.String() + "/64", "dev", "eth0", "nodad"},
 			[]string{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
 			// After eth0 arrived: these set every interface there is.
-			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, forwarding(c.Routing && n != c.Client)...),
+			append([]string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w"}, forwarding(c.Routing && slices.Contains(c.Nodes, n))...),
 		)
 		steps = append(steps, n.routeSteps()...)
 	}
@@ -215,7 +301,7 @@ func (c *Cluster) build(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, n := range append(append([]*Node{}, c.Nodes...), c.Client) {
+	for _, n := range c.all() {
 		if err := n.openHandle(); err != nil {
 			return err
 		}
@@ -224,18 +310,19 @@ func (c *Cluster) build(ctx context.Context) error {
 }
 
 // Close kills every process the cluster started and deletes its
-// namespaces (which takes the veths and the bridge with them). The mount
-// namespaces of started processes die with their processes. Close is
-// idempotent and safe to call on a half-built cluster.
+// namespaces (which takes the veths and the bridge with them); a cluster
+// from Attach, or kept, keeps its namespaces. The mount namespaces of
+// started processes die with their processes. Close is idempotent and safe
+// to call on a half-built cluster.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error
-		all := append(append([]*Node{}, c.Nodes...), c.Client)
-		for _, n := range all {
+		for _, n := range c.all() {
 			n.killAll()
 		}
-		for _, n := range all {
-			n.closeHandle()
+		c.closeHandles()
+		if c.attached {
+			return
 		}
 		for _, name := range c.netnsNames() {
 			if _, err := os.Stat("/run/netns/" + name); errors.Is(err, os.ErrNotExist) {
@@ -253,12 +340,18 @@ func (c *Cluster) Close() error {
 	return c.closeErr
 }
 
+func (c *Cluster) closeHandles() {
+	for _, n := range c.all() {
+		n.closeHandle()
+	}
+}
+
 func (c *Cluster) netnsNames() []string {
 	names := []string{}
-	for _, n := range c.Nodes {
+	for _, n := range c.all() {
 		names = append(names, n.Netns)
 	}
-	return append(names, c.Client.Netns, c.bridgeNetns)
+	return append(names, c.bridgeNetns)
 }
 
 // Leftovers lists the network namespaces of this cluster that still exist;

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -93,20 +94,36 @@ func newSocketMaker(name string) (*socketMaker, error) {
 	return m, nil
 }
 
-// connect connects a new TCP socket to to and closes it again, or fails
-// once deadline passes.
-func (m *socketMaker) connect(to netip.AddrPort, deadline time.Time) error {
-	f, err := m.open(to, deadline)
+// lateGrace is how much longer than its limit a connect waits for the
+// answer: time for a client running late on a busy machine to see an
+// answer that came in time.
+const lateGrace = time.Second
+
+// connect connects a new TCP socket to to and closes it again. It fails
+// unless the handshake took at most within by the kernel's clock: the
+// round trip from the SYN leaving TCP to the SYN-ACK, which counts a SYN's
+// wait for ARP, with no SYN sent twice. Timed by the kernel, a client whose
+// goroutines or poller run late on a busy machine counts no answer that
+// came in time as lost; the wait itself ends lateGrace after within.
+func (m *socketMaker) connect(to netip.AddrPort, within time.Duration) error {
+	f, info, err := m.open(to, time.Now().Add(within+lateGrace))
 	if err != nil {
 		return err
 	}
-	return f.Close()
+	f.Close()
+	if info.Total_retrans > 0 {
+		return fmt.Errorf("connecting to %s: the SYN was sent %d more times", to, info.Total_retrans)
+	}
+	if rtt := time.Duration(info.Rtt) * time.Microsecond; rtt > within {
+		return fmt.Errorf("connecting to %s: the handshake took %v, more than %v", to, rtt, within)
+	}
+	return nil
 }
 
 // dial connects a new TCP socket to to, or fails once deadline passes, and
 // returns the connection.
 func (m *socketMaker) dial(to netip.AddrPort, deadline time.Time) (net.Conn, error) {
-	f, err := m.open(to, deadline)
+	f, _, err := m.open(to, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +133,9 @@ func (m *socketMaker) dial(to netip.AddrPort, deadline time.Time) (net.Conn, err
 }
 
 // open makes a socket in the namespace and connects it to to, waiting in
-// the runtime's poller until it is connected, refused or deadline passes.
-func (m *socketMaker) open(to netip.AddrPort, deadline time.Time) (*os.File, error) {
+// the runtime's poller until it is connected, refused or deadline passes;
+// it returns the connected socket and its TCP_INFO.
+func (m *socketMaker) open(to netip.AddrPort, deadline time.Time) (*os.File, *unix.TCPInfo, error) {
 	var (
 		family = unix.AF_INET
 		sa     unix.Sockaddr
@@ -132,46 +150,47 @@ func (m *socketMaker) open(to netip.AddrPort, deadline time.Time) (*os.File, err
 	m.reqs <- socketReq{family, reply}
 	r := <-reply
 	if r.err != nil {
-		return nil, r.err
+		return nil, nil, r.err
 	}
 	if err := unix.Connect(r.fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		unix.Close(r.fd)
-		return nil, err
+		return nil, nil, err
 	}
 	// A non-blocking descriptor: the file waits in the runtime's poller.
 	f := os.NewFile(uintptr(r.fd), "tcp "+to.String())
-	if err := f.SetWriteDeadline(deadline); err != nil {
-		f.Close()
-		return nil, err
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	var connErr error
-	err = rc.Write(func(fd uintptr) bool {
-		if _, err := unix.Getpeername(int(fd)); err == nil {
-			return true // connected
+	var (
+		info    *unix.TCPInfo
+		connErr error
+	)
+	err := f.SetWriteDeadline(deadline)
+	if err == nil {
+		var rc syscall.RawConn
+		if rc, err = f.SyscallConn(); err == nil {
+			err = rc.Write(func(fd uintptr) bool {
+				if _, err := unix.Getpeername(int(fd)); err == nil {
+					info, connErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+					return true // connected
+				}
+				switch v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); {
+				case err != nil:
+					connErr = err
+				case v != 0:
+					connErr = unix.Errno(v)
+				default:
+					return false // still connecting: wait until writable
+				}
+				return true
+			})
 		}
-		switch v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); {
-		case err != nil:
-			connErr = err
-		case v != 0:
-			connErr = unix.Errno(v)
-		default:
-			return false // still connecting: wait until writable
-		}
-		return true
-	})
+	}
 	if err == nil {
 		err = connErr
 	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, info, nil
 }
 
 // ClientDialer is a dialer of TCP connections from the client namespace

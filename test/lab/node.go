@@ -193,10 +193,21 @@ func execOut(ctx context.Context, argv []string) ([]byte, error) {
 }
 
 // Crash is a power cut: every process in the PID namespaces of the
-// processes started on the node is stopped, then killed, then eth0 goes down. Addresses on eth0 stay
-// (VIPs included), as they would on a machine that froze.
+// processes started on the node is stopped, then killed, then eth0 goes
+// down (LinkDown). Addresses on eth0 stay (VIPs included), as they would on
+// a machine that froze.
 func (n *Node) Crash() error {
 	n.killAll()
+	if err := n.LinkDown(); err != nil {
+		return err
+	}
+	n.cluster.log.Info("crashed", "node", n.Name)
+	return nil
+}
+
+// LinkDown cuts the node off the bridge: eth0 goes down, its addresses
+// stay. Rejoin undoes it.
+func (n *Node) LinkDown() error {
 	h, link, err := n.eth0()
 	if err != nil {
 		return err
@@ -204,11 +215,10 @@ func (n *Node) Crash() error {
 	if err := h.LinkSetDown(link); err != nil {
 		return fmt.Errorf("%s: setting %s down: %w", n.Name, Link, err)
 	}
-	n.cluster.log.Info("crashed", "node", n.Name)
 	return nil
 }
 
-// Rejoin brings eth0 back up after Crash and restores the default routes
+// Rejoin brings eth0 back up after Crash or LinkDown and restores the default routes
 // the kernel dropped with the link. Stale addresses are left alone.
 func (n *Node) Rejoin(ctx context.Context) error {
 	h, link, err := n.eth0()

@@ -11,7 +11,8 @@ import (
 
 // TCPProbe is a client of the VIPs: from the client namespace it connects
 // over TCP to every target every interval, each attempt on its own, and
-// notes which connected within the deadline. A connection goes wherever
+// notes which connected within the deadline, by the kernel's clock (the
+// handshake's round trip, with no SYN sent twice: see socketMaker.connect). A connection goes wherever
 // the client's neighbour entry for the VIP points (or its route, after an
 // ICMP redirect), so the probe sees what a client sees: a VIP whose
 // holder's gratuitous ARP the client never got is unreachable, however
@@ -22,16 +23,20 @@ type TCPProbe struct {
 	interval time.Duration
 	deadline time.Duration
 
-	mu    sync.Mutex
-	sent  [][]time.Time
-	ok    [][]bool
-	stop  chan struct{}
-	loop  sync.WaitGroup
-	tries sync.WaitGroup
+	mu   sync.Mutex
+	sent [][]time.Time
+	ok   [][]bool
+	// spacing is the longest time between two rounds of attempts: the
+	// interval, unless the prober itself ran late on a busy machine, which
+	// lengthens every outage it sees.
+	spacing time.Duration
+	stop    chan struct{}
+	loop    sync.WaitGroup
+	tries   sync.WaitGroup
 }
 
 // ProbeTCP starts probing targets (IP literals and ports) from the client
-// namespace every interval; an attempt that has not connected after
+// namespace every interval; an attempt whose handshake took longer than
 // deadline fails. Stop ends it.
 func (c *Cluster) ProbeTCP(targets []netip.AddrPort, interval, deadline time.Duration) (*TCPProbe, error) {
 	m, err := newSocketMaker(c.Client.Netns)
@@ -47,7 +52,15 @@ func (c *Cluster) ProbeTCP(targets []netip.AddrPort, interval, deadline time.Dur
 func (p *TCPProbe) run() {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
+	var last time.Time
 	for {
+		now := time.Now()
+		if !last.IsZero() {
+			p.mu.Lock()
+			p.spacing = max(p.spacing, now.Sub(last))
+			p.mu.Unlock()
+		}
+		last = now
 		for i := range p.targets {
 			p.mu.Lock()
 			seq := len(p.sent[i])
@@ -65,10 +78,7 @@ func (p *TCPProbe) run() {
 }
 
 func (p *TCPProbe) try(i, seq int) {
-	p.mu.Lock()
-	deadline := p.sent[i][seq].Add(p.deadline)
-	p.mu.Unlock()
-	if err := p.sockets.connect(p.targets[i], deadline); err != nil {
+	if err := p.sockets.connect(p.targets[i], p.deadline); err != nil {
 		return
 	}
 	p.mu.Lock()
@@ -87,6 +97,13 @@ func (p *TCPProbe) Stop() {
 	p.loop.Wait()
 	p.tries.Wait()
 	p.sockets.close()
+}
+
+// Spacing returns the longest time between two rounds of attempts so far.
+func (p *TCPProbe) Spacing() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spacing
 }
 
 // Outage returns target i's longest run without a connection among the

@@ -1,16 +1,16 @@
-package bench
+package lab
 
 import (
 	"fmt"
 	"net"
 	"sync"
-
-	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // Service is the monitored service of a node: a TCP server in the node's
 // network namespace that accepts connections and closes them, which is all
-// the default check (a TCP connect to the node's address) asks for.
+// the default check (a TCP connect to the node's address) asks for, and all
+// a Prober's connect needs. On 0.0.0.0 it answers for the VIPs the node
+// holds too.
 type Service struct {
 	ln   net.Listener
 	wg   sync.WaitGroup
@@ -48,7 +48,7 @@ func (s *Service) Stop() {
 
 func listenIn(netnsName, address string) (net.Listener, error) {
 	var ln net.Listener
-	err := lab.InNetns(netnsName, func() error {
+	err := InNetns(netnsName, func() error {
 		var err error
 		ln, err = net.Listen("tcp", address)
 		return err

@@ -1,0 +1,106 @@
+// Command kubelab runs the test Kubernetes cluster of test/kube: make
+// kube-up, make kube-down and make kube-test use it.
+//
+//	kubelab up [-dir DIR] [-bin DIR] [-image REF]...   build a cluster and leave it running
+//	kubelab down [-dir DIR]                            remove it (safe to run twice)
+//	kubelab status [-dir DIR]                          print where everything is
+//	kubelab forward DIR                                (the cluster's API forwarder; up starts it)
+//
+// DIR defaults to out/kube in the repository (IPFAILOVER_KUBE overrides).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipfailover/ipfailover/test/kube"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(os.Args[1:], os.Stdout, log); err != nil {
+		fmt.Fprintln(os.Stderr, "kubelab:", err)
+		os.Exit(1)
+	}
+}
+
+type images []string
+
+func (i *images) String() string     { return strings.Join(*i, ",") }
+func (i *images) Set(v string) error { *i = append(*i, v); return nil }
+
+func run(args []string, stdout io.Writer, log *slog.Logger) error {
+	if len(args) == 0 {
+		return errors.New("usage: kubelab up|down|status|forward")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fs := flag.NewFlagSet("kubelab "+args[0], flag.ContinueOnError)
+	dir := fs.String("dir", "", "the cluster's directory (default out/kube in the repository)")
+	bin := fs.String("bin", "bin/kube", "the Kubernetes binaries, etcd and pause (make kube-bins)")
+	var imgs images
+	fs.Var(&imgs, "image", "a podman image to import into every node (repeatable)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *dir == "" && args[0] != "forward" {
+		d, err := kube.DefaultDir()
+		if err != nil {
+			return err
+		}
+		*dir = d
+	}
+	switch args[0] {
+	case "up":
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		began := time.Now()
+		c, err := kube.Up(ctx, kube.Options{Dir: *dir, Bin: *bin, Images: imgs, Forwarder: []string{self, "forward"}, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		fmt.Fprintf(stdout, "cluster up in %s\n", time.Since(began).Round(100*time.Millisecond))
+		return status(stdout, c.State())
+	case "down":
+		return kube.Down(ctx, *dir, log)
+	case "status":
+		c, err := kube.Attach(*dir, log)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return status(stdout, c.State())
+	case "forward":
+		if fs.NArg() != 1 {
+			return errors.New("usage: kubelab forward DIR")
+		}
+		return kube.Forward(ctx, fs.Arg(0))
+	}
+	return fmt.Errorf("unknown command %q: want up, down, status or forward", args[0])
+}
+
+// status prints what a user needs to reach the cluster.
+func status(w io.Writer, st kube.State) error {
+	fmt.Fprintf(w, "KUBECONFIG=%s  (API server %s; in the lab %s)\n", st.Kubeconfig, st.Server, st.LabServer)
+	fmt.Fprintf(w, "kubectl:    %s/kubectl\n", st.Bin)
+	fmt.Fprintf(w, "state:      %s/%s\n", st.Dir, kube.StateName)
+	fmt.Fprintf(w, "%-14s %-22s %-15s %s\n", "MACHINE", "NETNS", "ADDRESS", "PODS")
+	fmt.Fprintf(w, "%-14s %-22s %-15s\n", st.ControlPlane.Name, st.ControlPlane.Netns, st.ControlPlane.Addr4)
+	for _, n := range st.Nodes {
+		fmt.Fprintf(w, "%-14s %-22s %-15s %s\n", n.Name, n.Netns, n.Addr4, n.PodCIDR)
+	}
+	fmt.Fprintf(w, "%-14s %-22s %-15s\n", st.Client.Name, st.Client.Netns, st.Client.Addr4)
+	return nil
+}

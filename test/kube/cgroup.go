@@ -1,0 +1,273 @@
+package kube
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The cluster's processes live in one cgroup of every mounted hierarchy
+// (cgroup v1 controllers, named v1 hierarchies, the v2 one), a child per
+// machine: the daemons in the machine's cgroup, the kubelet's pods below it
+// (its cgroupRoot). So a machine can be frozen, killed and measured as a
+// whole, and Down finds every process the cluster ever started, forked or
+// not.
+
+// hierarchies returns the mount points of the cgroup hierarchies.
+func hierarchies() ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPER
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 1 || (g[0] != "cgroup" && g[0] != "cgroup2") {
+			continue
+		}
+		out = append(out, f[4])
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no cgroup hierarchy mounted")
+	}
+	return out, nil
+}
+
+// unified returns the mount point of the cgroup v2 hierarchy, or "".
+func unified(hs []string) string {
+	for _, h := range hs {
+		var st syscall.Statfs_t
+		if syscall.Statfs(h, &st) == nil && st.Type == 0x63677270 { // CGROUP2_SUPER_MAGIC
+			return h
+		}
+	}
+	return ""
+}
+
+// makeCgroup creates path (e.g. /ipfk-NAME/node1) in every hierarchy. A
+// new cpuset cgroup gets its parent's CPUs and memory nodes, which v1
+// leaves empty (no process could join it otherwise).
+func makeCgroup(path string) error {
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		dir := h
+		for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
+			parent := dir
+			dir = filepath.Join(dir, part)
+			if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("creating cgroup %s: %w", dir, err)
+			}
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil || filepath.Base(h) != "cpuset" {
+					continue
+				}
+				v, err := os.ReadFile(filepath.Join(parent, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+					return fmt.Errorf("%s/%s: %w", dir, f, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// procsFiles lists the cgroup.procs file of path in every hierarchy: a
+// process writes its PID to each to join the cgroup.
+func procsFiles(path string) ([]string, error) {
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range hs {
+		out = append(out, filepath.Join(h, path, "cgroup.procs"))
+	}
+	return out, nil
+}
+
+// cgroupPIDs lists the processes in path and below, in every hierarchy.
+func cgroupPIDs(path string) ([]int, error) {
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, h := range hs {
+		root := filepath.Join(h, path)
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil // removed meanwhile
+			}
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
+					pids = append(pids, pid)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(pids)
+	return pids, nil
+}
+
+// freezeCgroup freezes (or thaws) every process in path and below: the v2
+// hierarchy's cgroup.freeze where there is one, else the v1 freezer.
+func freezeCgroup(path string, frozen bool) error {
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	if u := unified(hs); u != "" {
+		v := "0"
+		if frozen {
+			v = "1"
+		}
+		return os.WriteFile(filepath.Join(u, path, "cgroup.freeze"), []byte(v), 0o644)
+	}
+	for _, h := range hs {
+		if filepath.Base(h) == "freezer" {
+			v := "THAWED"
+			if frozen {
+				v = "FROZEN"
+			}
+			return os.WriteFile(filepath.Join(h, path, "freezer.state"), []byte(v), 0o644)
+		}
+	}
+	return errors.New("no freezer: neither a cgroup v2 hierarchy nor the v1 freezer is mounted")
+}
+
+// killCgroup kills every process in path and below and waits until they
+// are gone (reaped by their parents, or by init). Frozen first, so nothing
+// forks or speaks while the killing goes on; killed processes, VRRP's
+// included, send nothing on their way out.
+func killCgroup(path string, timeout time.Duration) error {
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(hs[0], path)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		pids, err := cgroupPIDs(path)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s: processes %v still there after %s", path, pids, timeout)
+		}
+		_ = freezeCgroup(path, true)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		// A frozen process dies of SIGKILL only once thawed.
+		_ = freezeCgroup(path, false)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// removeCgroup kills what is left in path and removes it, and every cgroup
+// below it, from every hierarchy. A path that is not there is fine.
+func removeCgroup(path string) error {
+	if err := killCgroup(path, 30*time.Second); err != nil {
+		return err
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hs {
+		root := filepath.Join(h, path)
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		// Deepest first.
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := rmdirRetry(dirs[i]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rmdirRetry removes a cgroup, waiting a little for a dying process to
+// leave it (EBUSY).
+func rmdirRetry(dir string) error {
+	var err error
+	for range 100 {
+		err = syscall.Rmdir(dir)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("removing cgroup %s: %w", dir, err)
+}
+
+// cgroupRSS sums the resident memory of the processes in path and below.
+func cgroupRSS(path string) (int64, error) {
+	pids, err := cgroupPIDs(path)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				total += kb * 1024
+			}
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,91 @@
+package kubee2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ipfailover/ipfailover/test/kube"
+)
+
+// explained are the Warning events a test may see, by reason, each with
+// the words of deploy/README.md ("Try it on make kube-up") that explain
+// it; any other Warning fails the test.
+var explained = map[string]struct {
+	// readme is what deploy/README.md says about the reason, verbatim.
+	readme string
+	// when says in which situation the reason is expected; nil: always.
+	when func(corev1.Event) bool
+}{
+	"Unhealthy": {
+		readme: "`Unhealthy`, \"Readiness probe failed\", once as a pod starts",
+		when: func(e corev1.Event) bool {
+			return strings.HasPrefix(e.Message, "Readiness probe failed") &&
+				(strings.Contains(e.Message, "connect: connection refused") || strings.Contains(e.Message, "statuscode: 503"))
+		},
+	},
+	"FailedScheduling": {
+		readme: "`FailedScheduling` while a pod's replacement waits for its node",
+		when: func(e corev1.Event) bool {
+			return strings.Contains(e.Message, "didn't have free ports for the requested pod ports") ||
+				strings.Contains(e.Message, "node(s) were unschedulable") ||
+				strings.Contains(e.Message, "untolerated taint")
+		},
+	},
+	"NodeNotReady": {
+		readme: "`NodeNotReady` on the pods of a node that died",
+		when:   func(e corev1.Event) bool { return e.Message == "Node is not ready" },
+	},
+	"Failed": {
+		readme: "`Failed`, \"failed to sync configmap cache\"",
+		when:   func(e corev1.Event) bool { return strings.Contains(e.Message, "failed to sync configmap cache") },
+	},
+	"MissingClusterDNS": {readme: "`MissingClusterDNS`: this cluster has no DNS"},
+	"CgroupV1": {
+		readme: "`CgroupV1`: this machine's cgroups",
+		when:   func(e corev1.Event) bool { return e.InvolvedObject.Kind == "Node" },
+	},
+}
+
+// checkEvents fails on every Warning event since began that deploy/
+// README.md does not explain, and on an explanation the README lacks.
+func checkEvents(ctx context.Context, t *testing.T, c *kube.Cluster, since time.Time) {
+	t.Helper()
+	events, err := c.WarningEvents(ctx, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := kube.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "deploy", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(string(readme)), " ")
+	counts := map[string]int{}
+	for _, e := range events {
+		what := fmt.Sprintf("%s %s/%s: %s (x%d)", e.Reason, strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Message, max(1, e.Count))
+		x, ok := explained[e.Reason]
+		switch {
+		case !ok:
+			t.Errorf("Warning event deploy/README.md does not explain: %s", what)
+		case x.when != nil && !x.when(e):
+			t.Errorf("Warning event %s where it is not expected: %s", e.Reason, what)
+		case !strings.Contains(flat, x.readme):
+			t.Errorf("Warning event %s: deploy/README.md lacks its explanation %q", e.Reason, x.readme)
+		default:
+			counts[e.Reason]++
+		}
+	}
+	if len(counts) > 0 {
+		t.Logf("explained Warning events: %v", counts)
+	}
+}

@@ -1,0 +1,142 @@
+package kubee2e
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ipfailover/ipfailover/test/kube"
+	"github.com/ipfailover/ipfailover/test/lab"
+)
+
+// crashBound bounds how long a dead node's VIPs take to move: VRRP's
+// master-down interval, 3 advert intervals plus the backup's skew (under
+// a second), plus room for a machine several times slower than this one.
+const crashBound = 3*advert + 2*time.Second
+
+// nodeDeath kills victim (daemons, shims, containers; then its link) and
+// checks what a user sees: its VIPs move within crashBound; its pod's
+// replacement waits Pending once the node is marked unreachable, and the
+// VIPs stay served meanwhile; the node reboots, its pod is replaced there,
+// and every VIP ends with one holder, none away longer than a handover.
+func nodeDeath(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.Machine, vs []netip.Addr) {
+	t.Helper()
+	h := settled(ctx, t, c, vs)
+	moved := heldBy(h, victim.Lab(), vs)
+	if len(moved) == 0 {
+		t.Fatalf("%s holds none of %v", victim.Name, vs)
+	}
+	began := time.Now()
+	if err := victim.Die(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A test that fails half way leaves the node booted for the next.
+	t.Cleanup(func() {
+		if _, ok := victim.Running(kube.Kubelet); !ok {
+			if err := victim.Boot(context.Background()); err != nil {
+				t.Errorf("booting %s again: %v", victim.Name, err)
+			}
+		}
+	})
+	after, err := c.Lab().WaitOneHolder(ctx, vs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	t.Logf("%s died: %v moved in %s; holders %s", victim.Name, moved, took.Round(time.Millisecond), after)
+	if took > crashBound {
+		t.Errorf("%s's VIPs took %s to move, want at most %s (3 advert intervals and the skew, with room)", victim.Name, took.Round(time.Millisecond), crashBound)
+	}
+
+	gaps, err := c.ProbeDuring(ctx, targets(vs), probeEvery, func() error {
+		p := pending(ctx, t, c, podLabel)
+		t.Logf("%s is unreachable; the replacement %s waits Pending (%s after the death)", victim.Name, p.Name, time.Since(began).Round(time.Second))
+		_, err := c.Holders(ctx, vs, quiet)
+		return err
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gaps {
+		if g > handoverBound {
+			t.Errorf("while %s was dead and its pod's replacement Pending, %s was unanswered for %s", victim.Name, vs[i], g.Round(time.Millisecond))
+		}
+	}
+
+	gaps, err = c.ProbeDuring(ctx, targets(vs), probeEvery, func() error {
+		if err := victim.Boot(ctx); err != nil {
+			return err
+		}
+		if err := c.WaitNodesReady(ctx); err != nil {
+			return err
+		}
+		podsReady(ctx, t, c)
+		return nil
+	}, func() error {
+		_, err := c.Holders(ctx, vs, quiet)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gaps {
+		t.Logf("%s back: %s longest gap %s", victim.Name, vs[i], g.Round(time.Millisecond))
+		if g > handoverBound {
+			t.Errorf("as %s came back, %s was unanswered for %s, want at most %s", victim.Name, vs[i], g.Round(time.Millisecond), handoverBound)
+		}
+	}
+	t.Logf("%s back: holders %s", victim.Name, settled(ctx, t, c, vs))
+}
+
+// heldBy lists the VIPs n holds.
+func heldBy(h lab.HolderMap, n *lab.Node, vs []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, v := range vs {
+		if h[v] == n {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// linkCut cuts a holder's link, its processes running on: the rest of the
+// cluster takes its VIPs within crashBound and replaces its pod once it is
+// unreachable; when the link is back, the node's own keepalived, which
+// held every VIP alone, meets the others, the kubelet ends the pod the API
+// server replaced, and every VIP ends with one holder.
+func linkCut(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.Machine, vs []netip.Addr) {
+	t.Helper()
+	h := settled(ctx, t, c, vs)
+	moved := heldBy(h, victim.Lab(), vs)
+	began := time.Now()
+	if err := victim.CutLink(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if up, err := victim.Lab().Up(); err == nil && !up {
+			if err := victim.RestoreLink(context.Background()); err != nil {
+				t.Errorf("restoring %s's link: %v", victim.Name, err)
+			}
+		}
+	})
+	after, err := c.Lab().WaitOneHolder(ctx, vs, func(m lab.HolderMap) bool {
+		return !slices.ContainsFunc(moved, func(v netip.Addr) bool { return m[v] == victim.Lab() })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	t.Logf("%s cut off: %v moved in %s; holders %s", victim.Name, moved, took.Round(time.Millisecond), after)
+	if took > crashBound {
+		t.Errorf("%s's VIPs took %s to move, want at most %s", victim.Name, took.Round(time.Millisecond), crashBound)
+	}
+	p := pending(ctx, t, c, podLabel)
+	t.Logf("%s is unreachable; the replacement %s waits Pending", victim.Name, p.Name)
+	if err := victim.RestoreLink(ctx); err != nil {
+		t.Fatal(err)
+	}
+	podsReady(ctx, t, c)
+	t.Logf("%s back on the network: holders %s (%s after the cut)", victim.Name, settled(ctx, t, c, vs), time.Since(began).Round(time.Second))
+}
