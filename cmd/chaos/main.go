@@ -11,6 +11,13 @@
 // Usage, as root from the repository:
 //
 //	go run ./cmd/chaos [-seed N] [-duration 3m] [-advert-interval 0.1] [-out DIR] [-v]
+//	go run ./cmd/chaos -target kube [-kube-bin bin/kube] [-image REF] ...
+//
+// With -target kube it brings up the real three-node Kubernetes of
+// test/kube in out/chaos-kube, installs deploy/overlays/kubernetes with the
+// image, adds the cluster's own faults (pods deleted, drains, rollouts, a
+// config change rolled out, the API server stopped) and removes the
+// cluster at the end.
 //
 // The same seed draws the same schedule. The program also runs, copied
 // next to ipfailover, as each node's checked service ("chaos serve"),
@@ -51,6 +58,9 @@ func run() int {
 	advert := flag.String("advert-interval", "", "OPENSHIFT_HA_ADVERT_INTERVAL of the fleet (default: unset, 1 s)")
 	out := flag.String("out", "", "directory for the report and the pictures (default out/chaos/seed-N)")
 	verbose := flag.Bool("v", false, "log the lab's steps and copy every node's output to stderr")
+	target := flag.String("target", "lab", "where to run: lab (network namespaces) or kube (a real three-node Kubernetes, test/kube)")
+	kubeBin := flag.String("kube-bin", "bin/kube", "with -target kube: the Kubernetes binaries (make kube-bins)")
+	image := flag.String("image", "localhost/ipfailover:dev", "with -target kube: the ipfailover image (make image), imported into every node")
 	other := flag.String("binary", "", "run this ipfailover binary instead of building ./cmd/ipfailover (another build, to compare)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: chaos [flags]\n\nRuns ipfailover on a three-node lab under a seeded nemesis and reports the outages a client saw. Needs root.\n\n")
@@ -76,12 +86,23 @@ func run() int {
 			return 2
 		}
 	}
+	if *target != "lab" && *target != "kube" {
+		fmt.Fprintf(os.Stderr, "chaos: -target %q: want lab or kube\n", *target)
+		return 2
+	}
+	if *target == "kube" && *other != "" {
+		fmt.Fprintln(os.Stderr, "chaos: -binary: the cluster runs the image (-image), not a binary")
+		return 2
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "chaos: the lab builds network namespaces and runs keepalived: run it as root")
 		return 2
 	}
 	if *out == "" {
 		*out = filepath.Join("out", "chaos", fmt.Sprintf("seed-%d", seed))
+		if *target == "kube" {
+			*out += "-kube"
+		}
 		if *advert != "" {
 			*out += "-advert-" + *advert
 		}
@@ -94,6 +115,9 @@ func run() int {
 	signal.Ignore(syscall.SIGPIPE)
 
 	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", seed, *duration)
+	if *target == "kube" {
+		replay += " TARGET=kube"
+	}
 	if *advert != "" {
 		replay += " ADVERT_INTERVAL=" + *advert
 	}
@@ -113,11 +137,21 @@ func run() int {
 	if *verbose {
 		nodeOut = os.Stderr
 	}
-	res, err := chaos.Run(ctx, chaos.Options{
+	o := chaos.Options{
 		Seed: seed, Duration: *duration, AdvertInterval: *advert,
 		Binary: filepath.Join(dir, "ipfailover"), Self: filepath.Join(dir, "chaos"),
 		Out: *out, Progress: os.Stdout, Log: os.Stderr, Verbose: *verbose, NodeOut: nodeOut, Commit: commit,
-	})
+		Target: *target, KubeBin: *kubeBin, Image: *image,
+	}
+	if *target == "kube" {
+		// A cluster of its own, beside any that make kube-up left.
+		if o.KubeDir, err = filepath.Abs(filepath.Join("out", "chaos-kube")); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 1
+		}
+		o.Commit += ", image " + *image
+	}
+	res, err := chaos.Run(ctx, o)
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(os.Stderr, "\nchaos: interrupted; everything it made is removed")

@@ -245,6 +245,14 @@ func shortKind(k Kind) string {
 		return "seg"
 	case Rollout:
 		return "roll"
+	case PodDelete:
+		return "del"
+	case ConfigRollout:
+		return "config"
+	case Drain:
+		return "drain"
+	case APIServerStop:
+		return "api"
 	}
 	return string(k)
 }

@@ -43,6 +43,11 @@ type Options struct {
 	NodeOut  io.Writer
 	// Commit names the build in the report.
 	Commit string
+	// Target is "lab" (the default) or "kube": the real cluster of
+	// test/kube, brought up in KubeDir from the binaries in KubeBin, with
+	// the image Image (make image) imported into every node.
+	Target                  string
+	KubeDir, KubeBin, Image string
 }
 
 func (o Options) logWriter() io.Writer {
@@ -137,6 +142,14 @@ type target interface {
 // writes the report. An error means the run could not be carried out; a
 // run that was carried out returns its Result, pass or fail.
 func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Target == "kube" {
+		t, err := newKubeTarget(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		defer t.close()
+		return run(ctx, o, t, KubeProfile(len(t.nodeNames())))
+	}
 	t, err := newLabTarget(ctx, o)
 	if err != nil {
 		return nil, err

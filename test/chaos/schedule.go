@@ -52,8 +52,24 @@ const (
 	// Segment loses, delays and reorders what the segment carries.
 	Segment Kind = "segment"
 	// Rollout restarts ipfailover on every node, one node at a time, each
-	// waited for until /readyz answers, as a RollingUpdate does.
+	// waited for until /readyz answers, as a RollingUpdate does (on the
+	// cluster: kubectl rollout restart).
 	Rollout Kind = "rollout"
+
+	// The cluster's own faults.
+
+	// PodDelete deletes a node's ipfailover pod (kubectl delete pod); the
+	// Deployment's replacement takes its place.
+	PodDelete Kind = "pod-delete"
+	// ConfigRollout changes ipfailover-config (the check's period, to and
+	// fro) and rolls it out (kubectl rollout restart).
+	ConfigRollout Kind = "config-rollout"
+	// Drain drains a node (kubectl drain: its pod evicted, none to replace
+	// it elsewhere) and uncordons it after the fault's length.
+	Drain Kind = "drain"
+	// APIServerStop stops the API server and starts it again after the
+	// fault's length.
+	APIServerStop Kind = "apiserver-stop"
 )
 
 // Limit is the class of VRRP timer bound an outage charged to a fault of a
@@ -106,6 +122,10 @@ var kinds = map[Kind]kindInfo{
 	PartitionOneWay: {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, limit: DeadNode},
 	Segment:         {length: [2]time.Duration{5 * time.Second, 15 * time.Second}, limit: DeadNode},
 	Rollout:         {all: true, down: true, limit: Graceful},
+	PodDelete:       {nodes: 1, down: true, limit: Graceful},
+	ConfigRollout:   {all: true, down: true, limit: Graceful},
+	Drain:           {nodes: 1, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, down: true, limit: Graceful},
+	APIServerStop:   {length: [2]time.Duration{5 * time.Second, 20 * time.Second}, limit: DeadNode},
 }
 
 // LimitOf returns the limit class of a kind.
@@ -120,6 +140,15 @@ func Down(k Kind) bool { return kinds[k].down }
 var LabKinds = []Weighted{
 	{ServiceStop, 3}, {KeepalivedKill, 2}, {EntrypointTerm, 3}, {NodeDeath, 2}, {NodeFreeze, 2},
 	{LinkCut, 2}, {Partition, 2}, {PartitionOneWay, 2}, {Segment, 2}, {Rollout, 1},
+}
+
+// KubeKinds are the kinds the real cluster injects. Its node death is the
+// cluster's: every process of the machine killed (daemons, shims,
+// containers) and its link cut, then a reboot.
+var KubeKinds = []Weighted{
+	{ServiceStop, 2}, {KeepalivedKill, 1}, {EntrypointTerm, 1}, {PodDelete, 2}, {Drain, 2}, {NodeDeath, 2},
+	{NodeFreeze, 1}, {LinkCut, 2}, {Partition, 1}, {PartitionOneWay, 1}, {Segment, 1}, {Rollout, 1},
+	{ConfigRollout, 1}, {APIServerStop, 2},
 }
 
 // Weighted is a kind and its weight in the draw.
@@ -163,8 +192,10 @@ func (f Fault) Describe(names []string) string {
 		return fmt.Sprintf("%s: %s does not hear %s's VRRP", f.Kind, n(f.Nodes[0]), n(f.Nodes[1]))
 	case Segment:
 		return fmt.Sprintf("%s: loss %.0f%%, delay %s ± %s", f.Kind, f.Loss*100, f.Delay, f.Jitter)
-	case Rollout:
+	case Rollout, ConfigRollout:
 		return fmt.Sprintf("%s: every node, one at a time", f.Kind)
+	case APIServerStop:
+		return fmt.Sprintf("%s: the API server stopped", f.Kind)
 	}
 	return fmt.Sprintf("%s on %s", f.Kind, n(f.Nodes[0]))
 }
@@ -183,6 +214,9 @@ type Profile struct {
 	// Recovery is how long a node stays out of the draw after a fault on
 	// it ended: the time its programs need to be back.
 	Recovery time.Duration
+	// PerNode is how long a fault on every node (a rollout) takes per
+	// node.
+	PerNode time.Duration
 }
 
 // DefaultProfile is the profile of a run on n nodes with these kinds.
@@ -194,6 +228,22 @@ func DefaultProfile(n int, ks []Weighted) Profile {
 		Tail:     20 * time.Second,
 		Gap:      [2]time.Duration{2 * time.Second, 8 * time.Second},
 		Recovery: 5 * time.Second,
+		PerNode:  2 * time.Second,
+	}
+}
+
+// KubeProfile is the profile of a run on the real cluster: its pods take
+// longer to be back than the lab's processes, its rollouts a few seconds
+// a node, and the first fault waits for the cluster to settle.
+func KubeProfile(n int) Profile {
+	return Profile{
+		Nodes:    n,
+		Kinds:    KubeKinds,
+		Warmup:   10 * time.Second,
+		Tail:     30 * time.Second,
+		Gap:      [2]time.Duration{4 * time.Second, 12 * time.Second},
+		Recovery: 15 * time.Second,
+		PerNode:  10 * time.Second,
 	}
 }
 
@@ -221,8 +271,10 @@ func Plan(seed uint64, d time.Duration, p Profile) Schedule {
 	if total == 0 || p.Nodes < 2 {
 		return s
 	}
-	// busyUntil is when each node, and last the segment, is free again.
-	busyUntil := make([]time.Duration, p.Nodes+1)
+	// busyUntil is when each node is free again; shared, when each fault
+	// on no node (the segment, the API server) is.
+	busyUntil := make([]time.Duration, p.Nodes)
+	shared := map[Kind]time.Duration{}
 	// lastOn is when a kind with a cooldown last hit each node.
 	lastOn := map[Kind]map[int]time.Duration{}
 	last := d - p.Tail
@@ -238,21 +290,23 @@ func Plan(seed uint64, d time.Duration, p Profile) Schedule {
 		}
 		switch {
 		case info.all:
-			if slices.ContainsFunc(busyUntil[:p.Nodes], func(u time.Duration) bool { return u > t }) {
+			if slices.ContainsFunc(busyUntil, func(u time.Duration) bool { return u > t }) {
 				continue
 			}
-			// A rollout lasts what the cluster takes: about 2 s a node.
+			// A rollout lasts what the cluster takes: PerNode a node.
 			for i := range p.Nodes {
-				busyUntil[i] = t + time.Duration(p.Nodes)*2*time.Second + p.Recovery
+				busyUntil[i] = t + time.Duration(p.Nodes)*p.PerNode + p.Recovery
 			}
 		case info.nodes == 0:
-			if busyUntil[p.Nodes] > t {
+			if shared[k] > t {
 				continue
 			}
-			f.Loss = float64(rng.IntN(6)) / 100                      // 0..5 %
-			f.Delay = time.Duration(rng.IntN(41)) * time.Millisecond // 0..40 ms
-			f.Jitter = time.Duration(rng.Int64N(int64(f.Delay/time.Millisecond)/2+1)) * time.Millisecond
-			busyUntil[p.Nodes] = f.End() + time.Second
+			if k == Segment {
+				f.Loss = float64(rng.IntN(6)) / 100                      // 0..5 %
+				f.Delay = time.Duration(rng.IntN(41)) * time.Millisecond // 0..40 ms
+				f.Jitter = time.Duration(rng.Int64N(int64(f.Delay/time.Millisecond)/2+1)) * time.Millisecond
+			}
+			shared[k] = f.End() + time.Second
 		default:
 			var free []int
 			for i := range p.Nodes {
@@ -292,7 +346,7 @@ func downAt(fs []Fault, p Profile, t time.Duration) int {
 		info := kinds[f.Kind]
 		end := f.End() + p.Recovery
 		if info.all {
-			end += time.Duration(p.Nodes) * 2 * time.Second
+			end += time.Duration(p.Nodes) * p.PerNode
 		}
 		if !info.down || t < f.Start || t > end {
 			continue
@@ -364,8 +418,10 @@ func fmtOffset(d time.Duration) string {
 // allKinds lists every kind in a fixed order, for tables and colours.
 func allKinds() []Kind {
 	var ks []Kind
-	for _, w := range LabKinds {
-		ks = append(ks, w.Kind)
+	for _, w := range append(slices.Clone(LabKinds), KubeKinds...) {
+		if !slices.Contains(ks, w.Kind) {
+			ks = append(ks, w.Kind)
+		}
 	}
 	return ks
 }

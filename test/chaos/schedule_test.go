@@ -40,13 +40,18 @@ func TestPlanIsStable(t *testing.T) {
 }
 
 func TestPlanKeepsItsRules(t *testing.T) {
-	p := DefaultProfile(3, LabKinds)
+	for _, p := range []Profile{DefaultProfile(3, LabKinds), KubeProfile(3)} {
+		planKeepsItsRules(t, p)
+	}
+}
+
+func planKeepsItsRules(t *testing.T, p Profile) {
 	const d = 10 * time.Minute
 	seen := map[Kind]int{}
 	for seed := range uint64(300) {
 		s := Plan(seed, d, p)
-		if len(s.Faults) < 40 {
-			t.Errorf("seed %d: %d faults in %s, want at least 40", seed, len(s.Faults), d)
+		if len(s.Faults) < 25 {
+			t.Errorf("seed %d: %d faults in %s, want at least 25", seed, len(s.Faults), d)
 		}
 		for i, f := range s.Faults {
 			seen[f.Kind]++
@@ -69,7 +74,7 @@ func TestPlanKeepsItsRules(t *testing.T) {
 			for _, g := range s.Faults[:i] {
 				gEnd := g.End() + p.Recovery
 				if kinds[g.Kind].all {
-					gEnd += 6 * time.Second
+					gEnd += time.Duration(p.Nodes) * p.PerNode
 				}
 				if f.Start >= gEnd {
 					continue
@@ -77,8 +82,8 @@ func TestPlanKeepsItsRules(t *testing.T) {
 				if shareNode(f, g) {
 					t.Errorf("seed %d: #%d %s on %v starts at %s, before #%d %s on %v is over (%s)", seed, f.Index, f.Kind, f.Nodes, f.Start, g.Index, g.Kind, g.Nodes, gEnd)
 				}
-				if f.Kind == Segment && g.Kind == Segment && f.Start < g.End()+time.Second {
-					t.Errorf("seed %d: segments #%d and #%d overlap", seed, g.Index, f.Index)
+				if kinds[f.Kind].nodes == 0 && !kinds[f.Kind].all && f.Kind == g.Kind && f.Start < g.End()+time.Second {
+					t.Errorf("seed %d: %s #%d and #%d overlap", seed, f.Kind, g.Index, f.Index)
 				}
 				if f.Kind == KeepalivedKill && g.Kind == KeepalivedKill && slices.Equal(f.Nodes, g.Nodes) && f.Start-g.Start < 30*time.Second {
 					t.Errorf("seed %d: keepalived killed on %v at %s and %s", seed, f.Nodes, g.Start, f.Start)
@@ -89,7 +94,7 @@ func TestPlanKeepsItsRules(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range LabKinds {
+	for _, w := range p.Kinds {
 		if seen[w.Kind] == 0 {
 			t.Errorf("300 seeds never drew %s", w.Kind)
 		}
