@@ -322,6 +322,9 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 	if err := c.WaitNodesReady(ctx); err != nil {
 		return err
 	}
+	if err := c.waitDefaultServiceAccount(ctx); err != nil {
+		return err
+	}
 	return st.write()
 }
 
@@ -359,6 +362,19 @@ func (c *Cluster) WaitAPI(ctx context.Context) error {
 			return true, nil
 		}
 		return false, c.exited(c.ControlPlane, APIServer)
+	})
+}
+
+// waitDefaultServiceAccount waits until the controller manager has made
+// the default namespace's service account: until then the API server
+// refuses every pod there ("serviceaccount \"default\" not found"), which
+// a test that starts right after Up would meet.
+func (c *Cluster) waitDefaultServiceAccount(ctx context.Context) error {
+	return poll(ctx, 2*time.Minute, "the default namespace's service account", func() (bool, error) {
+		if _, err := c.Kubectl(ctx, "-n", "default", "get", "serviceaccount", "default"); err == nil {
+			return true, nil
+		}
+		return false, c.exited(c.ControlPlane, ControllerManager)
 	})
 }
 

@@ -42,15 +42,24 @@ var explained = map[string]struct {
 		readme: "`NodeNotReady` on the pods of a node that died",
 		when:   func(e corev1.Event) bool { return e.Message == "Node is not ready" },
 	},
-	"Failed": {
-		readme: "`Failed`, \"failed to sync configmap cache\"",
-		when:   func(e corev1.Event) bool { return strings.Contains(e.Message, "failed to sync configmap cache") },
-	},
+	"Failed":            configmapCacheRace,
+	"FailedMount":       configmapCacheRace,
 	"MissingClusterDNS": {readme: "`MissingClusterDNS`: this cluster has no DNS"},
 	"CgroupV1": {
 		readme: "`CgroupV1`: this machine's cgroups",
 		when:   func(e corev1.Event) bool { return e.InvolvedObject.Kind == "Node" },
 	},
+}
+
+// configmapCacheRace explains the kubelet's "failed to sync configmap
+// cache", which it reports as Failed (the container's start) or as
+// FailedMount (the volume's set-up) depending on what asked first.
+var configmapCacheRace = struct {
+	readme string
+	when   func(corev1.Event) bool
+}{
+	readme: "`Failed` or `FailedMount`, \"failed to sync configmap cache\"",
+	when:   func(e corev1.Event) bool { return strings.Contains(e.Message, "failed to sync configmap cache") },
 }
 
 // checkEvents fails on every Warning event since began that deploy/
