@@ -576,21 +576,28 @@ func (t *kubeTarget) settled(ctx context.Context) []Check {
 	return checks
 }
 
-// shutdown deletes the workload (its pods stop gracefully), runs the
-// cleanup Job as deploy/README.md tells, checks that no VIP, table or
-// keepalived is left on any node, and brings the cluster down.
+// shutdown removes the workload in deploy/README.md's order: the
+// Deployment first (its pods stop gracefully; the ConfigMap and the
+// ServiceAccount stay for the Job), then the cleanup Job, then the rest. It
+// checks that no VIP, table or keepalived is left on any node, and brings
+// the cluster down.
 func (t *kubeTarget) shutdown(ctx context.Context) []Check {
 	var checks []Check
-	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	err := t.c.Delete(dctx, t.overlay())
-	cancel()
-	checks = append(checks, Check{Name: "kubectl delete -k of the overlay", OK: err == nil, Detail: errString(err)})
+	_, err := t.c.Kubectl(ctx, "-n", kube.Namespace, "delete", deployment, "--wait=true", "--timeout=3m")
+	if err == nil {
+		_, err = t.c.Kubectl(ctx, "-n", kube.Namespace, "wait", "--for=delete", "pod", "-l", podLabel, "--timeout=3m")
+	}
+	checks = append(checks, Check{Name: "the Deployment deleted, its pods gone", OK: err == nil, Detail: errString(err)})
 	job := kube.Overlay{Base: "cleanup/kubernetes", Image: t.o.Image, Config: t.config, Replicas: len(t.c.Nodes)}
 	err = t.c.Apply(ctx, job)
 	if err == nil {
 		_, err = t.c.Kubectl(ctx, "-n", kube.Namespace, "wait", "--for=condition=complete", "job/remove-ipfailover", "--timeout=5m")
 	}
 	checks = append(checks, Check{Name: "the cleanup Job completes", OK: err == nil, Detail: errString(err)})
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	err = errors.Join(t.c.Delete(dctx, job), t.c.Delete(dctx, t.overlay()))
+	cancel()
+	checks = append(checks, Check{Name: "kubectl delete -k of the cleanup overlay and the workload's", OK: err == nil, Detail: errString(err)})
 	for _, m := range t.c.Nodes {
 		n := m.Lab()
 		var left []string
