@@ -201,6 +201,15 @@ func (t *kubeTarget) readyPods(ctx context.Context) ([]corev1.Pod, error) {
 	return pods, err
 }
 
+// waitReadyz waits until m's ipfailover answers /readyz with 200.
+func (t *kubeTarget) waitReadyz(ctx context.Context, m *kube.Machine) error {
+	url := fmt.Sprintf("http://%s/readyz", netip.AddrPortFrom(m.Lab().Addr4, 9650))
+	return pollFor(ctx, m.Name+"'s /readyz", func(ctx context.Context) error {
+		_, err := t.c.Lab().Get(ctx, url)
+		return err
+	})
+}
+
 // podOn returns the pod on node.
 func (t *kubeTarget) podOn(ctx context.Context, node string) (corev1.Pod, error) {
 	pods, err := t.c.Pods(ctx, podLabel)
@@ -278,6 +287,14 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 	back := func() error {
 		if _, err := t.readyPods(ctx); err != nil {
 			return err
+		}
+		// The API's Ready lags a container restarted in place and a
+		// rebooted node's pod (its status still the old one's): the
+		// node's ipfailover itself answers when it is back.
+		for _, m := range nodes {
+			if err := t.waitReadyz(ctx, m); err != nil {
+				return err
+			}
 		}
 		rec.Recovered = time.Now()
 		for _, m := range nodes {
