@@ -317,12 +317,16 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		return back()
 	case KeepalivedKill:
 		m := nodes[0]
-		ka, err := nodeRunning(m.Lab(), "keepalived")
-		if err != nil {
+		// A pod just back may not have started keepalived yet.
+		var ka []lab.Proc
+		if err := pollFor(ctx, m.Name+"'s keepalived", func(context.Context) error {
+			var err error
+			if ka, err = nodeRunning(m.Lab(), "keepalived"); err == nil && len(ka) < 2 {
+				err = fmt.Errorf("%s runs %d keepalived processes, want 2", m.Name, len(ka))
+			}
 			return err
-		}
-		if len(ka) == 0 {
-			return fmt.Errorf("%s runs no keepalived", m.Name)
+		}); err != nil {
+			return err
 		}
 		mark()
 		for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
