@@ -280,7 +280,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	say("faults over; checking the settled cluster")
 	res.Analysis = Analyse(d)
 	res.Checks = append(clientChecks(d, 2*time.Second), t.settled(ctx)...)
-	say("shutting down: SIGTERM, remove-failover, the lab removed")
+	say("shutting down %s and checking that nothing is left", t.name())
 	res.Checks = append(res.Checks, t.shutdown(ctx)...)
 	if err := writeReport(o, t, res); err != nil {
 		return res, err
