@@ -51,6 +51,11 @@ type kubeTarget struct {
 	// config is the ConfigMap's data now (a config rollout changes it).
 	config map[string]string
 
+	// api is held shared by the faults that go through the API server
+	// (an admin's kubectl), and alone by its stop: a drain does not begin
+	// while the API server is down, nor does the API server stop amid one.
+	api sync.RWMutex
+
 	mu    sync.Mutex
 	svcs  map[string]*nameServer
 	locks map[string]*sync.Mutex
@@ -279,6 +284,14 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 			t.locks[m.Name].Unlock()
 		}
 	}()
+	switch f.Kind {
+	case PodDelete, Drain, Rollout, ConfigRollout:
+		t.api.RLock()
+		defer t.api.RUnlock()
+	case APIServerStop:
+		t.api.Lock()
+		defer t.api.Unlock()
+	}
 	mark := func() {
 		rec.Began = time.Now()
 		began()

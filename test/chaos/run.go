@@ -208,6 +208,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 		defer mu.Unlock()
 		fmt.Fprintf(out, "%8s  %s\n", fmtOffset(time.Since(d.Start)), fmt.Sprintf(format, args...))
 	}
+	guard := newDownGuard(len(names))
 	for i, f := range sched.Faults {
 		wg.Go(func() {
 			if err := sleep(ctx, time.Until(d.Start.Add(f.Start))); err != nil {
@@ -215,7 +216,14 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 			}
 			rec := &recs[i]
 			rec.Fault = f
-			err := t.inject(ctx, f, rec, func() {
+			waited, err := guard.acquire(ctx, f)
+			if err != nil {
+				return
+			}
+			if waited {
+				rec.Notes = append(rec.Notes, "held back until a node outside it was up")
+			}
+			err = t.inject(ctx, f, rec, func() {
 				rec.Held = heldBy(obs, t.vips(), f, names)
 				rec.Bound = bound(f, t.configs(), names, t.vips())
 				late := ""
@@ -224,6 +232,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 				}
 				say("#%d %s: began%s; its nodes held %v", f.Index, f.Describe(names), late, rec.Held)
 			})
+			guard.release(f)
 			now := time.Now()
 			if rec.Began.IsZero() {
 				rec.Began = now
