@@ -82,7 +82,8 @@ func (g *downGuard) release(f Fault) {
 		g.all = false
 	}
 	for _, i := range f.Nodes {
-		if g.down[i]--; g.down[i] <= 0 {
+		g.down[i]--
+		if g.down[i] <= 0 {
 			delete(g.down, i)
 		}
 	}

@@ -51,8 +51,8 @@ func TestDownGuard(t *testing.T) {
 	}()
 	g.release(death)
 	select {
-	case <-rollout:
-		t.Fatal("the rollout began with node1's pod deleted")
+	case err := <-rollout:
+		t.Fatalf("the rollout began with node1's pod deleted (%v)", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	g.release(Fault{Kind: PodDelete, Nodes: []int{0}})
