@@ -277,6 +277,23 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 		obs.Stop()
 		return nil, ctx.Err()
 	}
+	// Faults that ran late may end after the planned tail: the fleet gets
+	// a fault's window after the last recovery (a returning node takes
+	// its VIPs back) and the end checks' 2 s of probes.
+	var last time.Time
+	for _, r := range recs {
+		if r.Recovered.After(last) {
+			last = r.Recovered
+		}
+	}
+	if wait := time.Until(last.Add(d.Allowance + 2*time.Second)); wait > 0 {
+		say("the last fault ended late: %s for the fleet to settle", wait.Round(time.Millisecond))
+		if err := sleep(ctx, wait); err != nil {
+			prober.Stop()
+			obs.Stop()
+			return nil, err
+		}
+	}
 	d.Records = recs
 	d.End = time.Now()
 	res.Load = loadAverage(res.Load)
