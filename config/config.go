@@ -55,6 +55,8 @@ type Raw struct {
 	ReplicaCount    string `envconfig:"OPENSHIFT_HA_REPLICA_COUNT"`
 	UseUnicast      string `envconfig:"OPENSHIFT_HA_USE_UNICAST"`
 	UnicastPeers    string `envconfig:"OPENSHIFT_HA_UNICAST_PEERS"`
+	PeersFrom       string `envconfig:"OPENSHIFT_HA_UNICAST_PEERS_FROM"`
+	MulticastBridge string `envconfig:"OPENSHIFT_HA_MULTICAST_BRIDGE"`
 	IPTablesChain   string `envconfig:"OPENSHIFT_HA_IPTABLES_CHAIN"`
 	NFTablesRule    string `envconfig:"OPENSHIFT_HA_NFTABLES_RULE"`
 	CheckScript     string `envconfig:"OPENSHIFT_HA_CHECK_SCRIPT"`
@@ -72,6 +74,10 @@ type Raw struct {
 	UnicastSource   string `envconfig:"UNICAST_SOURCE_IPADDRESS"`
 	KeepalivedConf  string `envconfig:"KEEPALIVED_CONFIG"`
 	KeepalivedOpts  string `envconfig:"KEEPALIVED_OPTIONS"`
+	// PodName and PodNamespace are the pod's own name and namespace, from
+	// the Downward API; OPENSHIFT_HA_UNICAST_PEERS_FROM=pods reads them.
+	PodName      string `envconfig:"POD_NAME"`
+	PodNamespace string `envconfig:"POD_NAMESPACE"`
 
 	// Sysconfig is the content of SysconfigPath, where KEEPALIVED_OPTIONS
 	// is read from when the variable is unset. The caller reads the file
@@ -117,6 +123,36 @@ func (p Preemption) String() string {
 	return fmt.Sprintf("preempt_delay %d", int(p.Delay/time.Second))
 }
 
+// Bridge says whether a unicast node relays its mastership to nodes that
+// still speak multicast VRRP (OPENSHIFT_HA_MULTICAST_BRIDGE).
+type Bridge int
+
+const (
+	// BridgeAuto relays while the workload has pods that publish no
+	// unicast address (pods on an older image or in multicast mode, during
+	// a migration), with OPENSHIFT_HA_UNICAST_PEERS_FROM=pods; never with
+	// static peers.
+	BridgeAuto Bridge = iota
+	// BridgeOn always relays.
+	BridgeOn
+	// BridgeOff never relays.
+	BridgeOff
+)
+
+func (b Bridge) String() string {
+	switch b {
+	case BridgeOn:
+		return "on"
+	case BridgeOff:
+		return "off"
+	}
+	return "auto"
+}
+
+// PeersFromPods is the value of OPENSHIFT_HA_UNICAST_PEERS_FROM that makes
+// each pod find its unicast peers among the pods of its own workload.
+const PeersFromPods = "pods"
+
 // RouterID is a VRRP virtual_router_id, 1..255.
 type RouterID uint8
 
@@ -145,7 +181,18 @@ type Config struct {
 	Excluded      []RouterID
 	ReplicaCount  int
 	Unicast       bool
-	UnicastPeers  []netip.Addr
+	// UnicastPeers are OPENSHIFT_HA_UNICAST_PEERS; empty with PeersFromPods,
+	// where the peers are the addresses the workload's other pods publish
+	// (Node.Members).
+	UnicastPeers []netip.Addr
+	// PeersFromPods is OPENSHIFT_HA_UNICAST_PEERS_FROM=pods: unicast, with
+	// the peers followed from the API server. PodName and PodNamespace name
+	// this pod (POD_NAME, POD_NAMESPACE; either may be empty, see PodName).
+	PeersFromPods bool
+	PodName       string
+	PodNamespace  string
+	// MulticastBridge is OPENSHIFT_HA_MULTICAST_BRIDGE.
+	MulticastBridge Bridge
 	// IPTablesChain, when set, gets the rule accepting VRRP multicast.
 	IPTablesChain string
 	NFTables      bool
@@ -245,7 +292,10 @@ func Parse(r Raw) (*Config, error) {
 	c.Preemption = preemption(&p, r.Preemption)
 	c.AdvertInterval = advertInterval(&p, r.AdvertInterval)
 	c.GARPRefresh, c.GARPRefreshRepeat = garpRefresh(&p, r.GARPRefresh, r.GARPRefreshRep)
-	c.Unicast, c.UnicastPeers = unicast(&p, r.UseUnicast, r.UnicastPeers)
+	c.Unicast, c.UnicastPeers = unicast(&p, r.UseUnicast, r.UnicastPeers, r.PeersFrom)
+	c.PeersFromPods = r.PeersFrom != "" && c.Unicast
+	c.PodName, c.PodNamespace = podIdentity(&p, r.PodName, r.PodNamespace)
+	c.MulticastBridge = bridge(&p, r.MulticastBridge, c.Unicast)
 
 	if c.IPTablesChain != "" {
 		if err := iptables.CheckChainName(c.IPTablesChain); err != nil {
@@ -304,7 +354,7 @@ func (c *Config) checkFamilies() error {
 		has6 = has6 || v.Is6()
 	}
 	var p problems
-	if c.Unicast {
+	if c.Unicast && !c.PeersFromPods {
 		var peers4, peers6 bool
 		for _, a := range c.UnicastPeers {
 			peers4 = peers4 || a.Is4()
@@ -342,6 +392,18 @@ func Scrub(name string) string {
 	return b.String()
 }
 
+// CheckPodName says what is missing for a command that reads the peers
+// from the API server (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods): this pod's
+// name, which only the Downward API gives (with host networking the host
+// name is the node's). remove-failover, which reads the same settings, does
+// not need it.
+func (c *Config) CheckPodName() error {
+	if c.PeersFromPods && c.PodName == "" {
+		return fmt.Errorf("POD_NAME is not set: OPENSHIFT_HA_UNICAST_PEERS_FROM=%s needs this pod's name from the Downward API (env POD_NAME, valueFrom fieldRef metadata.name)", PeersFromPods)
+	}
+	return nil
+}
+
 // CheckScriptName is the vrrp_script name: chk_<name with '-' → '_'>.
 func (c *Config) CheckScriptName() string {
 	return "chk_" + strings.ReplaceAll(c.Name, "-", "_")
@@ -366,6 +428,9 @@ var (
 	emailRE = regexp.MustCompile(`^[A-Za-z0-9._%+=-]+@[A-Za-z0-9.-]+$`)
 	hostRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$`)
 	pathRE  = regexp.MustCompile(`^/[A-Za-z0-9_.,+=@%/-]*$`)
+	// podNameRE is a DNS-1123 subdomain, namespaceRE a DNS-1123 label.
+	podNameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+	namespaceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	// scriptRE allows an absolute path and arguments: no quotes,
 	// backslashes, braces, comment or variable characters, no control bytes.
 	scriptRE = regexp.MustCompile(`^/[A-Za-z0-9_.,+=@%/: -]*$`)
@@ -533,7 +598,10 @@ const (
 	maxCheckInterval     = 3600 * time.Second
 )
 
-func unicast(p *problems, use, peers string) (bool, []netip.Addr) {
+func unicast(p *problems, use, peers, from string) (bool, []netip.Addr) {
+	if from != "" {
+		return unicastFromPods(p, use, peers, from), nil
+	}
 	var list []netip.Addr
 	for _, f := range strings.FieldsFunc(peers, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
 		a, err := netip.ParseAddr(f)
@@ -559,6 +627,59 @@ func unicast(p *problems, use, peers string) (bool, []netip.Addr) {
 		return false, nil
 	}
 	return true, list
+}
+
+// unicastFromPods checks OPENSHIFT_HA_UNICAST_PEERS_FROM and what may go
+// with it; it says whether the peers come from the pods.
+func unicastFromPods(p *problems, use, peers, from string) bool {
+	ok := true
+	if from != PeersFromPods {
+		p.add("OPENSHIFT_HA_UNICAST_PEERS_FROM", from, "must be %q (unicast, with the other pods of this pod's workload as peers) or unset", PeersFromPods)
+		ok = false
+	}
+	if peers != "" {
+		p.add("OPENSHIFT_HA_UNICAST_PEERS", peers, "cannot be set with OPENSHIFT_HA_UNICAST_PEERS_FROM=%s, which finds the peers itself: set one of them", from)
+		ok = false
+	}
+	if use != "" {
+		if b, err := parseBool(use); err != nil || !b {
+			p.add("OPENSHIFT_HA_USE_UNICAST", use, "must be true or unset with OPENSHIFT_HA_UNICAST_PEERS_FROM=%s (which is unicast)", from)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// podIdentity checks POD_NAME and POD_NAMESPACE where they are set.
+// Whether they are needed depends on the command: see Config.PodName.
+func podIdentity(p *problems, name, namespace string) (string, string) {
+	if name != "" && !podNameRE.MatchString(name) {
+		p.add("POD_NAME", name, "not a pod name (lower-case letters, digits, '-' and '.', up to 253 characters); give it from the Downward API: fieldRef metadata.name")
+		name = ""
+	}
+	if namespace != "" && !namespaceRE.MatchString(namespace) {
+		p.add("POD_NAMESPACE", namespace, "not a namespace name (lower-case letters, digits and '-', up to 63 characters); give it from the Downward API: fieldRef metadata.namespace")
+		namespace = ""
+	}
+	return name, namespace
+}
+
+func bridge(p *problems, value string, unicast bool) Bridge {
+	if value == "" {
+		return BridgeAuto
+	}
+	b, err := parseBool(value)
+	switch {
+	case err != nil:
+		p.add("OPENSHIFT_HA_MULTICAST_BRIDGE", value, "must be true, false or unset (automatic)")
+		return BridgeAuto
+	case !b:
+		return BridgeOff
+	case !unicast:
+		p.add("OPENSHIFT_HA_MULTICAST_BRIDGE", value, "relays a unicast master's adverts to multicast nodes: it needs OPENSHIFT_HA_UNICAST_PEERS_FROM or OPENSHIFT_HA_UNICAST_PEERS")
+		return BridgeAuto
+	}
+	return BridgeOn
 }
 
 func parseBool(s string) (bool, error) {

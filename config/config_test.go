@@ -216,6 +216,14 @@ func TestParseRefuses(t *testing.T) {
 		{"keepalived config relative", func(r *Raw) { r.KeepalivedConf = "k.conf" }, "KEEPALIVED_CONFIG"},
 		{"keepalived options newline", func(r *Raw) { r.KeepalivedOpts = "-D\n-x" }, "KEEPALIVED_OPTIONS"},
 		{"metrics address", func(r *Raw) { r.MetricsAddress = "9650" }, "OPENSHIFT_HA_METRICS_ADDRESS"},
+		{"peers from what", func(r *Raw) { r.PeersFrom = "nodes" }, `OPENSHIFT_HA_UNICAST_PEERS_FROM="nodes": must be "pods"`},
+		{"peers from pods and a list", func(r *Raw) { r.PeersFrom, r.UnicastPeers = "pods", "192.0.2.11" }, `OPENSHIFT_HA_UNICAST_PEERS="192.0.2.11": cannot be set with OPENSHIFT_HA_UNICAST_PEERS_FROM=pods`},
+		{"peers from pods without unicast", func(r *Raw) { r.PeersFrom, r.UseUnicast = "pods", "false" }, `OPENSHIFT_HA_USE_UNICAST="false": must be true or unset with OPENSHIFT_HA_UNICAST_PEERS_FROM=pods`},
+		{"pod name", func(r *Raw) { r.PeersFrom, r.PodName = "pods", "Web_1" }, `POD_NAME="Web_1": not a pod name`},
+		{"pod name injection", func(r *Raw) { r.PodName = "a\n}" }, "POD_NAME"},
+		{"pod namespace", func(r *Raw) { r.PodNamespace = "a.b" }, `POD_NAMESPACE="a.b": not a namespace name`},
+		{"bridge bool", func(r *Raw) { r.MulticastBridge = "auto" }, `OPENSHIFT_HA_MULTICAST_BRIDGE="auto": must be true, false or unset`},
+		{"bridge without unicast", func(r *Raw) { r.MulticastBridge = "true" }, "it needs OPENSHIFT_HA_UNICAST_PEERS_FROM or OPENSHIFT_HA_UNICAST_PEERS"},
 		{"too many ids", func(r *Raw) { r.VirtualIPs, r.Offset = "192.0.2.1-20", "240" }, "20 VRRP instances need router ids up to 260"},
 		{"too many ids with exclusions", func(r *Raw) { r.VirtualIPs, r.Offset, r.Excluded = "192.0.2.1-6", "249", "250" }, "5 instances fit"},
 	} {
@@ -318,6 +326,39 @@ func TestUnicastUnlessExplicitlyOff(t *testing.T) {
 		if c.Unicast != tt.want {
 			t.Errorf("USE_UNICAST=%q PEERS=%q: unicast %v, want %v", tt.use, tt.peers, c.Unicast, tt.want)
 		}
+	}
+}
+
+// TestPeersFromPods: OPENSHIFT_HA_UNICAST_PEERS_FROM=pods is unicast with
+// no static peers (so no family check on them), the pod's identity is
+// kept, and only the commands that call the API server need POD_NAME.
+func TestPeersFromPods(t *testing.T) {
+	c, err := Parse(Raw{VirtualIPs: "192.0.2.1,2001:db8::1", PeersFrom: "pods", PodName: "ipfailover-5d9c-x2x4q", PodNamespace: "ipfailover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Unicast || !c.PeersFromPods || c.UnicastPeers != nil || c.PodName != "ipfailover-5d9c-x2x4q" || c.PodNamespace != "ipfailover" || c.MulticastBridge != BridgeAuto {
+		t.Errorf("got unicast %v, from pods %v, peers %v, pod %s/%s, bridge %s", c.Unicast, c.PeersFromPods, c.UnicastPeers, c.PodNamespace, c.PodName, c.MulticastBridge)
+	}
+	if err := c.CheckPodName(); err != nil {
+		t.Error(err)
+	}
+	c, err = Parse(Raw{VirtualIPs: "192.0.2.1", PeersFrom: "pods", UseUnicast: "true", MulticastBridge: "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MulticastBridge != BridgeOff {
+		t.Errorf("bridge %s, want off", c.MulticastBridge)
+	}
+	if err := c.CheckPodName(); err == nil || !strings.Contains(err.Error(), "POD_NAME is not set") {
+		t.Errorf("CheckPodName = %v, want POD_NAME is not set", err)
+	}
+	c, err = Parse(Raw{VirtualIPs: "192.0.2.1", UnicastPeers: "192.0.2.11", MulticastBridge: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PeersFromPods || c.MulticastBridge != BridgeOn || c.CheckPodName() != nil {
+		t.Errorf("static peers: from pods %v, bridge %s, CheckPodName %v", c.PeersFromPods, c.MulticastBridge, c.CheckPodName())
 	}
 }
 

@@ -7,14 +7,62 @@ import (
 	"strconv"
 )
 
-// Node holds the facts about this node that the instances depend on. The
-// caller finds them on the host; Instances stays pure.
+// Node holds the facts the instances depend on that are found at run time:
+// this node's interface and addresses, which the caller finds on the host,
+// and with PeersFromPods the other members, which it finds in the cluster.
+// Instances stays pure.
 type Node struct {
 	// Interface carries VRRP and the VIPs.
 	Interface string
 	// Addr4 and Addr6 are the node's own addresses on Interface (not VIPs);
 	// either may be the zero Addr.
 	Addr4, Addr6 netip.Addr
+	// Members are, with PeersFromPods, the addresses the workload's other
+	// pods publish (each one's SourceAddr); nil otherwise.
+	Members []netip.Addr
+}
+
+// SourceAddr is the address this node sends unicast VRRP from for the
+// instances of one family: UNICAST_SOURCE_IPADDRESS when set, else the
+// node's own address of that family (the zero Addr when it has none). It is
+// also the address a pod publishes for the others to list, so that what a
+// node sends from and what its peers accept can never differ.
+func (c *Config) SourceAddr(node Node, v6 bool) netip.Addr {
+	if c.UnicastSource.IsValid() && c.UnicastSource.Is6() == v6 {
+		return c.UnicastSource
+	}
+	if v6 {
+		return node.Addr6
+	}
+	return node.Addr4
+}
+
+// SourceAddrs are this node's SourceAddr for each family of the VIPs that
+// it has one for: what a pod publishes with PeersFromPods.
+func (c *Config) SourceAddrs(node Node) []netip.Addr {
+	var out []netip.Addr
+	for _, v6 := range []bool{false, true} {
+		if !slices.ContainsFunc(c.VIPs, func(a netip.Addr) bool { return a.Is6() == v6 }) {
+			continue
+		}
+		if a := c.SourceAddr(node, v6); a.IsValid() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// NoPeer stands in the unicast_peer list of a pod that is alone in its
+// workload (PeersFromPods): keepalived sends its adverts to the unspecified
+// address, which the kernel delivers to no one, and the instance stays a
+// unicast one. An empty list would make keepalived fall back to multicast,
+// or with unicast_fault_no_peer to FAULT, and the first peer to arrive
+// would then recreate the instance (seconds without its VIPs).
+func NoPeer(v6 bool) netip.Addr {
+	if v6 {
+		return netip.IPv6Unspecified()
+	}
+	return netip.IPv4Unspecified()
 }
 
 // Instance is one vrrp_instance as this node runs it.
@@ -33,6 +81,16 @@ type Instance struct {
 	MulticastSource netip.Addr
 	UnicastSource   netip.Addr
 	UnicastPeers    []netip.Addr
+	// FollowsPods marks a unicast instance whose peers come from the pods
+	// (PeersFromPods): it ignores adverts from outside its list and, should
+	// the list ever be empty, goes to FAULT rather than to multicast.
+	FollowsPods bool
+}
+
+// Alone says that a unicast instance has no peer but NoPeer: no other pod
+// of the workload publishes an address.
+func (in Instance) Alone() bool {
+	return len(in.UnicastPeers) == 1 && in.UnicastPeers[0].IsUnspecified()
 }
 
 // Priority bands. Backups sit just under the preferred band, so that on a
@@ -128,19 +186,20 @@ func multicastPriority(key, n int, preferred bool) int {
 
 // rankUnicast sets the source, peers and priority of a unicast instance.
 func (c *Config) rankUnicast(in *Instance, node Node) error {
-	self := node.Addr4
+	self := c.SourceAddr(node, in.Is6())
 	family := "IPv4"
 	if in.Is6() {
-		self, family = node.Addr6, "IPv6"
-	}
-	if c.UnicastSource.IsValid() {
-		self = c.UnicastSource
+		family = "IPv6"
 	}
 	if !self.IsValid() {
 		return fmt.Errorf("interface %s has no %s address of its own for the unicast %s instance %s", node.Interface, family, family, in.Name)
 	}
+	peers := c.UnicastPeers
+	if c.PeersFromPods {
+		peers = node.Members
+	}
 	members := []netip.Addr{self}
-	for _, p := range c.UnicastPeers {
+	for _, p := range peers {
 		if p.Is6() == self.Is6() && !slices.Contains(members, p) {
 			members = append(members, p)
 		}
@@ -151,6 +210,12 @@ func (c *Config) rankUnicast(in *Instance, node Node) error {
 	distance := (rank - (in.Index-1)%m + m) % m
 	in.UnicastSource = self
 	in.UnicastPeers = slices.DeleteFunc(members, func(a netip.Addr) bool { return a == self })
+	if c.PeersFromPods {
+		in.FollowsPods = true
+		if len(in.UnicastPeers) == 0 {
+			in.UnicastPeers = []netip.Addr{NoPeer(in.Is6())}
+		}
+	}
 	in.Preferred = distance == 0
 	in.Priority = max(1, maxPriority-distance)
 	return nil

@@ -150,3 +150,52 @@ func TestInstancesNeedAnAddressForUnicast(t *testing.T) {
 		t.Errorf("got %v, want an error about the missing IPv6 address", err)
 	}
 }
+
+// TestMembersFromPods: with PeersFromPods the members come from the node
+// (what the other pods publish), rank as static peers do, never include the
+// node itself, and a pod alone lists NoPeer so keepalived keeps a unicast
+// instance.
+func TestMembersFromPods(t *testing.T) {
+	c := mustParse(t, Raw{VirtualIPs: "192.0.2.100-102,2001:db8::100", PeersFrom: "pods"})
+	static := mustParse(t, Raw{VirtualIPs: "192.0.2.100-102,2001:db8::100", UnicastPeers: "192.0.2.11,192.0.2.12,192.0.2.13,2001:db8::11,2001:db8::12,2001:db8::13"})
+	node := Node{Interface: "eth0", Addr4: netip.MustParseAddr("192.0.2.12"), Addr6: netip.MustParseAddr("2001:db8::12")}
+	if got := fmt.Sprint(c.SourceAddrs(node)); got != "[192.0.2.12 2001:db8::12]" {
+		t.Errorf("SourceAddrs = %s", got)
+	}
+	withMembers := node
+	withMembers.Members = addrs("192.0.2.13", "192.0.2.12", "2001:db8::11", "192.0.2.11", "2001:db8::13", "192.0.2.11")
+	fromPods, err := c.Instances(withMembers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromList, err := static.Instances(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fromPods {
+		p, l := fromPods[i], fromList[i]
+		if !p.FollowsPods || l.FollowsPods {
+			t.Errorf("%s: FollowsPods %v from pods, %v from the list", p.Name, p.FollowsPods, l.FollowsPods)
+		}
+		if p.Priority != l.Priority || p.Master != l.Master || fmt.Sprint(p.UnicastPeers) != fmt.Sprint(l.UnicastPeers) || p.UnicastSource != l.UnicastSource {
+			t.Errorf("%s: from pods priority %d master %v peers %v source %s; from the list %d %v %v %s",
+				p.Name, p.Priority, p.Master, p.UnicastPeers, p.UnicastSource, l.Priority, l.Master, l.UnicastPeers, l.UnicastSource)
+		}
+	}
+
+	alone, err := c.Instances(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range alone {
+		want := NoPeer(in.Is6())
+		if len(in.UnicastPeers) != 1 || in.UnicastPeers[0] != want || !in.Preferred || in.Priority != 254 {
+			t.Errorf("%s alone: peers %v preferred %v priority %d, want [%s], preferred at 254", in.Name, in.UnicastPeers, in.Preferred, in.Priority, want)
+		}
+	}
+
+	explicit := mustParse(t, Raw{VirtualIPs: "192.0.2.100", PeersFrom: "pods", UnicastSource: "192.0.2.99"})
+	if got := fmt.Sprint(explicit.SourceAddrs(node)); got != "[192.0.2.99]" {
+		t.Errorf("SourceAddrs with UNICAST_SOURCE_IPADDRESS = %s", got)
+	}
+}

@@ -495,8 +495,53 @@ func checkWorkload(t *testing.T, b *built) {
 			t.Errorf("PodMonitor %s endpoints %+v, want port metrics path /metrics", pm.Name, pm.Spec.PodMetricsEndpoints)
 		}
 	}
-	if len(b.roleBindings) > 0 {
+	checkPeers(t, b, kind, spec, c, cm)
+	if len(b.sccs) > 0 {
 		checkSCC(t, b, spec.ServiceAccountName)
+	}
+}
+
+// peersRole is the Role of OPENSHIFT_HA_UNICAST_PEERS_FROM=pods.
+const peersRole = "ipfailover-peers"
+
+// checkPeers: with OPENSHIFT_HA_UNICAST_PEERS_FROM=pods the pod mounts its
+// service account token, has its own name and namespace from the Downward
+// API, and its ServiceAccount is bound to a Role of this namespace that
+// allows get, list, watch and patch on pods and nothing more (a ClusterRole
+// would not even decode here). Without it, no token and no such Role.
+func checkPeers(t *testing.T, b *built, kind string, spec corev1.PodSpec, c corev1.Container, cm *corev1.ConfigMap) {
+	t.Helper()
+	token := spec.AutomountServiceAccountToken != nil && *spec.AutomountServiceAccountToken
+	role, hasRole := b.roles[peersRole]
+	if cm.Data["OPENSHIFT_HA_UNICAST_PEERS_FROM"] != "pods" {
+		if token || hasRole {
+			t.Errorf("%s: multicast, but the token is mounted (%v) or the Role %s is there (%v)", kind, token, peersRole, hasRole)
+		}
+		return
+	}
+	if !token {
+		t.Errorf("%s: OPENSHIFT_HA_UNICAST_PEERS_FROM=pods needs automountServiceAccountToken: true", kind)
+	}
+	for name, field := range map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"} {
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+		if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != field {
+			t.Errorf("%s: env %s is not the Downward API's %s", kind, name, field)
+		}
+	}
+	if !hasRole {
+		t.Fatalf("Role %s missing from the build", peersRole)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}}}
+	if diff := cmp.Diff(want, role.Rules); diff != "" {
+		t.Errorf("Role %s rules (-want +got):\n%s", peersRole, diff)
+	}
+	bound := slices.ContainsFunc(b.roleBindings, func(rb *rbacv1.RoleBinding) bool {
+		return rb.RoleRef.Kind == "Role" && rb.RoleRef.Name == peersRole && slices.ContainsFunc(rb.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == rbacv1.ServiceAccountKind && s.Name == spec.ServiceAccountName && subjectNamespace(rb, s) == namespace
+		})
+	})
+	if !bound {
+		t.Errorf("no RoleBinding gives ServiceAccount %s the Role %s", spec.ServiceAccountName, peersRole)
 	}
 }
 
@@ -622,6 +667,9 @@ func checkSCC(t *testing.T, b *built, account string) {
 	t.Helper()
 	granted := map[string]bool{}
 	for _, rb := range b.roleBindings {
+		if rb.RoleRef.Name == peersRole {
+			continue
+		}
 		bound := slices.ContainsFunc(rb.Subjects, func(s rbacv1.Subject) bool {
 			return s.Kind == rbacv1.ServiceAccountKind && s.Name == account && subjectNamespace(rb, s) == namespace
 		})
@@ -1000,6 +1048,26 @@ func TestComponents(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMulticastComponent: components/multicast takes the peers-from-pods
+// mode out of every overlay: the setting, the token, the Role and its
+// binding (checkWorkload then checks what multicast needs).
+func TestMulticastComponent(t *testing.T) {
+	for _, base := range []string{"overlays/openshift", "overlays/kubernetes", "overlays/daemonset"} {
+		t.Run(base, func(t *testing.T) {
+			b := build(t, overlay(t, "", []string{base}, []string{"components/multicast"}))
+			if _, ok := b.configMaps[configMap].Data["OPENSHIFT_HA_UNICAST_PEERS_FROM"]; ok {
+				t.Error("OPENSHIFT_HA_UNICAST_PEERS_FROM is still set")
+			}
+			for _, rb := range b.roleBindings {
+				if rb.RoleRef.Name == peersRole {
+					t.Errorf("RoleBinding %s still grants %s", rb.Name, peersRole)
+				}
+			}
+			checkWorkload(t, b)
+		})
 	}
 }
 

@@ -46,6 +46,7 @@ var resolved = map[string]struct {
 	"test/chaos/lab.go: t.o.Self":                                           {nil, "cmd/chaos's own executable (the nodes' service)"},
 	"test/bench/rollout.go: r.o.Binary":                                     {nil, "the ipfailover binary cmd/bench builds"},
 	"test/bench/bench.go: r.o.Binary":                                       {nil, "the ipfailover binary cmd/bench builds"},
+	"test/bench/migrate.go: r.o.Binary":                                     {nil, "the ipfailover binary cmd/bench builds"},
 	"test/e2e/fleet_test.go: ipfailoverBin":                                 {nil, "the ipfailover binary the suite builds"},
 	"test/e2e/harness_test.go: httpdBin":                                    {nil, "the suite's HTTP service binary"},
 	"test/e2e/harness_test.go: ipfailoverBin":                               {nil, "the ipfailover binary the suite builds"},
@@ -64,6 +65,7 @@ var libraries = map[string]struct {
 }{
 	"github.com/coreos/go-iptables/iptables":                {[]string{"iptables", "ip6tables"}, "the VRRP rule"},
 	"github.com/google/gnostic-models/compiler":             {nil, "runs OpenAPI extension handlers named in a document; kustomize names none"},
+	"k8s.io/client-go/plugin/pkg/client/auth/exec":          {nil, "credential plugins a kubeconfig names; the in-cluster config of OPENSHIFT_HA_UNICAST_PEERS_FROM=pods names none"},
 	"sigs.k8s.io/kustomize/api/internal/git":                {nil, "git for remote bases; deploy/ has none"},
 	"sigs.k8s.io/kustomize/api/internal/builtins":           {nil, "exec generators; deploy/ has none"},
 	"sigs.k8s.io/kustomize/api/internal/plugins/execplugin": {nil, "exec plugins, off in krusty's default options"},

@@ -15,13 +15,22 @@ import (
 )
 
 // render prints the keepalived.conf this node would run, and changes
-// nothing.
-func render(w io.Writer) error {
+// nothing. With the peers from the pods it lists the workload once.
+func render(ctx context.Context, w io.Writer) error {
 	nl, p, err := planHere()
 	if err != nil {
 		return err
 	}
 	defer nl.Close()
+	if p.Config.PeersFromPods {
+		view, _, err := lookAtPods(ctx, p.Config)
+		if err != nil {
+			return err
+		}
+		if p, err = plan.New(p.Config, nl, view.Peers()); err != nil {
+			return err
+		}
+	}
 	_, err = w.Write(p.Text)
 	return err
 }

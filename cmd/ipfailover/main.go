@@ -24,6 +24,7 @@ const usage = `usage: ipfailover [command]
 commands:
   run              configure the host and supervise keepalived (the default)
   render           print the keepalived.conf this node would run, change nothing
+  peers            print the unicast peers and why each pod of the workload is in or out
   remove-failover  stop keepalived, remove the firewall rule, release the VIPs
   vr-ids NAME      print the router ids of an OpenShift on-prem IPI cluster
   version          print the version
@@ -50,7 +51,9 @@ func dispatch(log *slog.Logger, args []string) error {
 		log.Info("starting", "version", version, "pid", os.Getpid())
 		return run(ctx, log, hup)
 	case "render":
-		return render(os.Stdout)
+		return render(context.Background(), os.Stdout)
+	case "peers":
+		return peers(context.Background(), os.Stdout)
 	case "remove-failover":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()

@@ -106,6 +106,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"chain read as an option", "OPENSHIFT_HA_IPTABLES_CHAIN=-F", `OPENSHIFT_HA_IPTABLES_CHAIN="-F": not an iptables chain name`},
 		{"keepalived flags", "KEEPALIVED_OPTIONS=-D; reboot", `KEEPALIVED_OPTIONS="-D; reboot": ';' needs a shell`},
 		{"too many ids", "OPENSHIFT_HA_VRRP_ID_OFFSET=250\x00OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100-110", "need router ids up to 261"},
+		{"peers from pods and a list", "OPENSHIFT_HA_UNICAST_PEERS_FROM=pods\x00OPENSHIFT_HA_UNICAST_PEERS=192.0.2.12", "cannot be set with OPENSHIFT_HA_UNICAST_PEERS_FROM=pods"},
+		{"peers from pods without the pod's name", "OPENSHIFT_HA_UNICAST_PEERS_FROM=pods\x00POD_NAMESPACE=ipfailover", "POD_NAME is not set"},
+		{"peers from pods without a token", "OPENSHIFT_HA_UNICAST_PEERS_FROM=pods\x00POD_NAME=ipfailover-1\x00POD_NAMESPACE=ipfailover", "automountServiceAccountToken: true"},
+		{"bridge without unicast", "OPENSHIFT_HA_MULTICAST_BRIDGE=true", "OPENSHIFT_HA_MULTICAST_BRIDGE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, cmd := range []string{"run", "render"} {
@@ -157,6 +161,24 @@ func TestRender(t *testing.T) {
 	}
 	if strings.Contains(out, "\n      192.0.2.11\n") {
 		t.Errorf("the node's own address is listed as a peer:\n%s", out)
+	}
+}
+
+// TestPeersCommand: without the pods, peers says what the settings list.
+func TestPeersCommand(t *testing.T) {
+	ns := node(t)
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100"}, "multicast VRRP: no unicast peers"},
+		{[]string{"OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100", "OPENSHIFT_HA_UNICAST_PEERS=192.0.2.11,192.0.2.13,192.0.2.12"},
+			"this node's own address left out: 192.0.2.12,192.0.2.13\n"},
+	} {
+		out, stderr, code := ipfailover(t, ns, tt.env, "peers")
+		if code != 0 || !strings.Contains(out, tt.want) {
+			t.Errorf("peers with %q: exit %d, output %q, want %q\n%s", tt.env, code, out, tt.want, stderr)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/metrics"
+	"github.com/ipfailover/ipfailover/internal/plan"
+	"github.com/ipfailover/ipfailover/internal/relay"
 	"github.com/ipfailover/ipfailover/internal/splitbrain"
 	"github.com/ipfailover/ipfailover/internal/supervisor"
 	"github.com/ipfailover/ipfailover/iptables"
@@ -28,6 +31,20 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		return err
 	}
 	defer nl.Close()
+	// With the peers from the pods: publish this pod's address and list
+	// the others before the host changes (and before keepalived starts, so
+	// that the others list this pod well inside its master-down interval).
+	var pods *podPeers
+	if p.Config.PeersFromPods {
+		if pods, err = startPodPeers(ctx, log, p.Config, p); err != nil {
+			return err
+		}
+		members, _ := pods.members()
+		if p, err = plan.New(p.Config, nl, members); err != nil {
+			return err
+		}
+		pods.apply(p)
+	}
 	p.Log(log, os.Stderr)
 	cfg, iface := p.Config, p.Node.Interface
 
@@ -71,11 +88,20 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		Logger: log,
 		Reaper: reaper,
 	})
-	guard, err := splitbrain.Open(splitbrain.Options{Plan: p, Host: nl, Keepalived: sup, Logger: log})
+	var bridge *relay.Relay
+	if needsBridge(cfg) {
+		bridge = relay.New(relay.Options{Plan: p, Keepalived: sup, Logger: log})
+		bridge.SetActive(bridgeState(cfg, pods.unpublished()))
+	}
+	guardOpts := splitbrain.Options{Plan: p, Host: nl, Keepalived: sup, Logger: log}
+	if bridge != nil {
+		guardOpts.Notified = bridge.Note
+	}
+	guard, err := splitbrain.Open(guardOpts)
 	if err != nil {
 		return err
 	}
-	srv, err := metrics.New(metrics.Options{
+	mo := metrics.Options{
 		Address:          cfg.MetricsAddress,
 		Plan:             p,
 		Keepalived:       sup,
@@ -85,7 +111,14 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		Version:          version,
 		Check:            chk.metricsOrNil(),
 		Logger:           log,
-	})
+	}
+	if pods != nil {
+		mo.Membership = pods
+	}
+	if bridge != nil {
+		mo.Bridge = bridge
+	}
+	srv, err := metrics.New(mo)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -96,9 +129,12 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 			log.Error("metrics server stopped", "address", cfg.MetricsAddress, "error", err)
 		}
 	})
-	// The helpers below end with keepalived's supervision, whether ctx
-	// ended it or a crash loop did.
-	supervised, endSupervision := context.WithCancel(ctx)
+	// keepalived runs until ctx ends or the reloader stops it (the VRRP
+	// interface moved). The helpers below end with keepalived's
+	// supervision, whether that or a crash loop ended it.
+	supCtx, stopSupervising := context.WithCancelCause(ctx)
+	defer stopSupervising(nil)
+	supervised, endSupervision := context.WithCancel(supCtx)
 	wg.Go(func() {
 		select {
 		case <-sup.Started():
@@ -106,10 +142,14 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		case <-supervised.Done():
 		}
 	})
-	wg.Go(func() { reloadOnSignal(supervised, log, hup, nl, sup, chk) })
+	rl := &reloader{log: log, nl: nl, sup: sup, chk: chk, guard: guard, relay: bridge, pods: pods, stop: stopSupervising, current: p}
+	wg.Go(func() { rl.run(supervised, hup) })
 	wg.Go(func() { guard.Run(supervised) })
+	if bridge != nil {
+		wg.Go(func() { bridge.Run(supervised) })
+	}
 
-	runErr := sup.Run(ctx)
+	runErr := sup.Run(supCtx)
 	endSupervision()
 	stopChecking()
 	srv.SetReady(false)
@@ -126,38 +166,23 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	if runErr != nil {
 		return fmt.Errorf("keepalived: %w", runErr)
 	}
+	if cause := context.Cause(supCtx); errors.Is(cause, errInterfaceChanged) {
+		return cause
+	}
 	log.Info("stopped", "reason", context.Cause(ctx))
 	return nil
 }
 
-// reloadOnSignal plans again on SIGHUP (the settings, which re-reads
-// /etc/sysconfig/keepalived; the node's interface and addresses; the
-// scripts), rewrites keepalived.conf, points the built-in check at the
-// node's address and reloads keepalived. A plan that no longer validates
-// is logged and the running configuration kept.
-func reloadOnSignal(ctx context.Context, log *slog.Logger, hup <-chan os.Signal, nl *host.Netlink, sup *supervisor.Supervisor, chk *portCheck) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		}
-		p, err := planWith(nl)
-		if err != nil {
-			log.Error("reload refused, keeping the running configuration", "error", err)
-			continue
-		}
-		if err := p.Write(); err != nil {
-			log.Error("reload failed", "error", err)
-			continue
-		}
-		chk.replan(p)
-		if err := sup.Reload(); err != nil {
-			log.Error("reload failed", "error", err)
-			continue
-		}
-		log.Info("reloaded keepalived", "instances", len(p.Instances))
+// needsBridge says whether the multicast bridge may ever relay: unicast,
+// and either forced on or automatic with the peers from the pods.
+func needsBridge(cfg *config.Config) bool {
+	switch cfg.MulticastBridge {
+	case config.BridgeOn:
+		return true
+	case config.BridgeAuto:
+		return cfg.PeersFromPods
 	}
+	return false
 }
 
 func ensureFirewall(ctx context.Context, log *slog.Logger, cfg *config.Config) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 
 	"github.com/ipfailover/ipfailover/config"
@@ -30,13 +31,14 @@ func loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// planWith reads the settings and plans for the node nl looks at.
-func planWith(nl *host.Netlink) (*plan.Plan, error) {
+// planWith reads the settings and plans for the node nl looks at, with
+// members as the other pods' addresses (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods).
+func planWith(nl *host.Netlink, members []netip.Addr) (*plan.Plan, error) {
 	cfg, err := loadConfig()
 	if err != nil {
 		return nil, err
 	}
-	return plan.New(cfg, nl)
+	return plan.New(cfg, nl, members)
 }
 
 // planHere plans for this network namespace; the caller closes the
@@ -46,7 +48,7 @@ func planHere() (*host.Netlink, *plan.Plan, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening netlink: %w", err)
 	}
-	p, err := planWith(nl)
+	p, err := planWith(nl, nil)
 	if err != nil {
 		nl.Close()
 		return nil, nil, err

@@ -67,7 +67,9 @@ type Reporter interface {
 type Recorder interface {
 	// Probed is called for every probe that ended, err nil for a success.
 	Probed(took time.Duration, err error)
-	// Passing is called when the check starts passing or failing.
+	// Passing is called when the check starts passing or failing, and
+	// once when a check that fails from the start has failed Fall times in
+	// a row: from the first call on, the check has decided.
 	Passing(passing bool)
 }
 
@@ -111,6 +113,10 @@ type state struct {
 	passing bool
 	// streak counts the results in a row that disagree with passing.
 	streak int
+	// decided is set once the check has passed, or failed Fall times in a
+	// row; failing counts those failures until then.
+	decided bool
+	failing int
 	// lastErr is the latest failure, for the log.
 	lastErr error
 	// reportErr is set while reporting fails, so the log says it once.
@@ -183,6 +189,21 @@ func (c *Checker) record(s *state, r result) {
 	if !ok {
 		s.lastErr = r.err
 	}
+	if !s.decided && !s.passing {
+		// The check starts failing, as keepalived was told: the failures
+		// that confirm it are a verdict too.
+		s.failing++
+		if ok {
+			s.failing = 0
+		}
+		if s.failing >= Fall {
+			s.decided = true
+			if c.o.Recorder != nil {
+				c.o.Recorder.Passing(false)
+			}
+			c.o.Logger.Warn("check fails from the start: keepalived holds no VIPs on this node until it passes", "target", fmt.Sprint(c.o.Prober), "failures_in_a_row", Fall, "last_error", s.lastErr)
+		}
+	}
 	if ok == s.passing {
 		s.streak = 0
 		return
@@ -200,7 +221,7 @@ func (c *Checker) record(s *state, r result) {
 		return
 	}
 	s.reportErr = nil
-	s.passing, s.streak = ok, 0
+	s.passing, s.streak, s.decided = ok, 0, true
 	if c.o.Recorder != nil {
 		c.o.Recorder.Passing(ok)
 	}

@@ -356,3 +356,57 @@ func TestRunReturnsWithItsProbes(t *testing.T) {
 func (m mode) String() string {
 	return [...]string{"up", "refused", "hung", "flaky"}[m]
 }
+
+// recorder records the state changes a Recorder gets.
+type recorder struct {
+	mu      sync.Mutex
+	passing []bool
+}
+
+func (r *recorder) Probed(time.Duration, error) {}
+
+func (r *recorder) Passing(p bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.passing = append(r.passing, p)
+}
+
+func (r *recorder) all() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bool(nil), r.passing...)
+}
+
+// TestFailingFromTheStartDecides: a check that never passes tells the
+// recorder so after Fall failures in a row (keepalived, told at the start,
+// hears nothing new); one that passes decides by passing.
+func TestFailingFromTheStartDecides(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tt := range []struct {
+			m    mode
+			want string
+		}{{refused, "[false]"}, {up, "[true]"}} {
+			rec, rep := &recorder{}, &reports{}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() {
+				New(Options{Prober: &service{mode: tt.m}, Reporter: rep, Period: 100 * time.Millisecond, Recorder: rec}).Run(ctx)
+				close(done)
+			}()
+			time.Sleep((Fall-1)*100*time.Millisecond - time.Millisecond) // Fall-1 probes: at 0, 100, ... ms
+			synctest.Wait()
+			if tt.m == refused && len(rec.all()) != 0 {
+				t.Errorf("decided after %d failures: %v", Fall-1, rec.all())
+			}
+			time.Sleep(time.Second)
+			if got := fmt.Sprint(rec.all()); got != tt.want {
+				t.Errorf("mode %d: recorder got %s, want %s", tt.m, got, tt.want)
+			}
+			if tt.m == refused && len(rep.all()) != 0 {
+				t.Errorf("keepalived was told %v: it knows the check fails", rep.all())
+			}
+			cancel()
+			<-done
+		}
+	})
+}

@@ -12,8 +12,9 @@ import (
 // ended (its queue overflowed) is made again.
 const resubscribeDelay = time.Second
 
-// WatchAddrs reports changes of the addresses on iface, from the kernel's
-// address notifications (no polling). The returned channel gets a value
+// WatchAddrs reports changes of the addresses on iface (every interface
+// when iface is empty), from the kernel's address notifications (no
+// polling). The returned channel gets a value
 // once at the start and after every change; values coalesce, so a burst of
 // changes (keepalived adding 85 VIPs) wakes the reader once or twice, and
 // the reader lists the addresses again. When the kernel drops the
@@ -22,11 +23,14 @@ const resubscribeDelay = time.Second
 // missed. The channel is closed when ctx ends. Subscribing needs no
 // capability.
 func (n *Netlink) WatchAddrs(ctx context.Context, iface string) (<-chan struct{}, error) {
-	link, err := n.link(iface)
-	if err != nil {
-		return nil, err
+	index := anyLink
+	if iface != "" {
+		link, err := n.link(iface)
+		if err != nil {
+			return nil, err
+		}
+		index = link.Attrs().Index
 	}
-	index := link.Attrs().Index
 	updates, done, err := n.subscribeAddrs()
 	if err != nil {
 		return nil, fmt.Errorf("subscribing to address changes: %w", err)
@@ -63,8 +67,11 @@ func (n *Netlink) WatchAddrs(ctx context.Context, iface string) (<-chan struct{}
 	return out, nil
 }
 
-// forward passes the updates for the interface with index on to out until
-// ctx ends (true) or updates is closed (false).
+// anyLink is the index that matches every interface.
+const anyLink = -1
+
+// forward passes the updates for the interface with index (any with
+// anyLink) on to out until ctx ends (true) or updates is closed (false).
 func forward(ctx context.Context, updates <-chan netlink.AddrUpdate, index int, out chan<- struct{}) bool {
 	for {
 		select {
@@ -74,7 +81,7 @@ func forward(ctx context.Context, updates <-chan netlink.AddrUpdate, index int, 
 			if !ok {
 				return false
 			}
-			if u.LinkIndex == index {
+			if index == anyLink || u.LinkIndex == index {
 				notify(out)
 			}
 		}

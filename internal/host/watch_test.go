@@ -53,6 +53,19 @@ func TestWatchAddrs(t *testing.T) {
 	}
 	next("VIP deleted")
 
+	// Every interface: the other one's address too.
+	all, err := n.nl.WatchAddrs(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-all
+	n.addr(t, "ipf0p", "192.0.2.10/32", nil)
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an address on another interface: no value when watching every interface")
+	}
+
 	if _, err := n.nl.WatchAddrs(ctx, "nosuch0"); err == nil {
 		t.Error("WatchAddrs of a missing interface: no error")
 	}

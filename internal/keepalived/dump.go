@@ -29,6 +29,9 @@ type VRRPInstance struct {
 		VRID           int     `json:"vrid"`
 		State          int     `json:"state"`
 		LastTransition float64 `json:"last_transition"`
+		// MasterPriority is the priority of the last master a backup
+		// heard (0: none since the instance was set up or reloaded).
+		MasterPriority int `json:"master_priority"`
 	} `json:"data"`
 	// Stats maps keepalived's counter names (advert_rcvd, ip_ttl_err, ...) to their values.
 	// keepalived leaves the object out when an instance has no statistics, and leaves

@@ -32,6 +32,8 @@ type ConfInstance struct {
 	Priority int
 	Master   bool // "state MASTER"
 	VIPs     []netip.Addr
+	// UnicastPeers is the unicast_peer list.
+	UnicastPeers []netip.Addr
 }
 
 // Parse reads a keepalived.conf as ipfailover renders it (and as the shipped
@@ -40,7 +42,7 @@ type ConfInstance struct {
 func Parse(text []byte) (*Conf, error) {
 	c := &Conf{AdvertInt: time.Second}
 	var cur *ConfInstance
-	inVIPs := false
+	inVIPs, inPeers := false, false
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	for line := 1; sc.Scan(); line++ {
 		f := strings.Fields(sc.Text())
@@ -49,6 +51,14 @@ func Parse(text []byte) (*Conf, error) {
 		}
 		bad := func(err error) error { return fmt.Errorf("keepalived.conf line %d %q: %w", line, sc.Text(), err) }
 		switch {
+		case inPeers && f[0] == "}":
+			inPeers = false
+		case inPeers:
+			a, err := netip.ParseAddr(f[0])
+			if err != nil {
+				return nil, bad(err)
+			}
+			cur.UnicastPeers = append(cur.UnicastPeers, a)
 		case inVIPs && f[0] == "}":
 			inVIPs = false
 		case inVIPs:
@@ -93,6 +103,8 @@ func Parse(text []byte) (*Conf, error) {
 			c.AdvertInt = d
 		case f[0] == "virtual_ipaddress":
 			inVIPs = true
+		case f[0] == "unicast_peer":
+			inPeers = true
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -1,6 +1,7 @@
 package keepalived
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"testing"
@@ -55,6 +56,31 @@ func TestParseV3(t *testing.T) {
 	}
 	if got, want := c.MasterDown(235), 308203125*time.Nanosecond; got != want {
 		t.Errorf("MasterDown(235) = %v, want %v", got, want)
+	}
+}
+
+// TestParseUnicastPeers: the peers of a rendered pod-mode configuration,
+// the comments among them skipped.
+func TestParseUnicastPeers(t *testing.T) {
+	for _, tt := range []struct{ file, want string }{
+		{"testdata/peers-from-pods.conf.golden", "[192.0.2.11 192.0.2.13]"},
+		{"testdata/peers-from-pods-alone.conf.golden", "[0.0.0.0]"},
+		{"testdata/default.conf.golden", "[]"},
+	} {
+		text, err := os.ReadFile(tt.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(c.Instances[0].UnicastPeers); got != tt.want {
+			t.Errorf("%s: peers %s, want %s", tt.file, got, tt.want)
+		}
+	}
+	if _, err := Parse([]byte("vrrp_instance A {\n unicast_peer {\n  node2\n }\n}\n")); err == nil {
+		t.Error("a peer that is not an address: no error")
 	}
 }
 

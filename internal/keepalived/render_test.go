@@ -20,8 +20,10 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // goldenCase is testdata/<name>.env: KEY=VALUE lines as a Deployment sets
-// them, and one NODE line, "NODE=<interface> <IPv4 or -> [<IPv6>]", for the
-// facts the program finds on the host.
+// them, one NODE line, "NODE=<interface> <IPv4 or -> [<IPv6>]", for the
+// facts the program finds on the host, and with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods a MEMBERS line, the addresses the
+// other pods publish (none: the pod is alone).
 type goldenCase struct {
 	name string
 	env  map[string]string
@@ -45,6 +47,12 @@ func loadCases(t testing.TB) []goldenCase {
 		for sc.Scan() {
 			k, v, ok := strings.Cut(sc.Text(), "=")
 			if !ok {
+				continue
+			}
+			if k == "MEMBERS" {
+				for _, m := range strings.Fields(v) {
+					c.node.Members = append(c.node.Members, netip.MustParseAddr(m))
+				}
 				continue
 			}
 			if k != "NODE" {
@@ -124,7 +132,8 @@ func TestGolden(t *testing.T) {
 }
 
 // TestParseReadsWhatRenderWrote: reading every golden case back gives the
-// instances, intervals and VRRP version it was rendered from.
+// instances (with their unicast peers), intervals and VRRP version it was
+// rendered from.
 func TestParseReadsWhatRenderWrote(t *testing.T) {
 	for _, c := range loadCases(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,6 +154,7 @@ func TestParseReadsWhatRenderWrote(t *testing.T) {
 			for _, in := range ins {
 				want.Instances = append(want.Instances, keepalived.ConfInstance{
 					Name: in.Name, RouterID: int(in.RouterID), Priority: in.Priority, Master: in.Master, VIPs: in.VIPs,
+					UnicastPeers: in.UnicastPeers,
 				})
 			}
 			if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {

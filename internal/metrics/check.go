@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,9 @@ import (
 type CheckMetrics struct {
 	up       prometheus.Gauge
 	duration *prometheus.HistogramVec
+	// failing is set while the check has decided that it fails (9
+	// failures in a row since the start or since it passed).
+	failing atomic.Bool
 }
 
 // NewCheckMetrics makes the series: the check failing (as it starts) and no
@@ -45,14 +49,21 @@ func (m *CheckMetrics) Probed(took time.Duration, err error) {
 	m.duration.WithLabelValues(result).Observe(took.Seconds())
 }
 
-// Passing records a change of the check's state.
+// Passing records a change of the check's state, or that a check that
+// fails from the start has confirmed it.
 func (m *CheckMetrics) Passing(passing bool) {
 	v := 0.0
 	if passing {
 		v = 1
 	}
 	m.up.Set(v)
+	m.failing.Store(!passing)
 }
+
+// Failing says whether the check has decided that it fails: before it
+// first answers, or while it passes, keepalived's FAULT is not the
+// check's.
+func (m *CheckMetrics) Failing() bool { return m.failing.Load() }
 
 // Describe implements prometheus.Collector.
 func (m *CheckMetrics) Describe(ch chan<- *prometheus.Desc) {

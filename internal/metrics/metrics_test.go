@@ -477,13 +477,15 @@ func TestHealthzReadsProc(t *testing.T) {
 }
 
 // TestReadyz: ready means keepalived runs every planned instance, as its
-// own JSON dump shows them: out of INIT (BACKUP, MASTER or FAULT).
+// own JSON dump shows them: MASTER, a BACKUP that has heard a master, or
+// FAULT.
 func TestReadyz(t *testing.T) {
 	f := startFake(t, "two-backup-errors.json")
 	p := newProcess(f.pid)
 	o := testOptions(p, f.dump)
 	o.DumpMaxAge = -1 // every probe asks keepalived again
 	o.DumpTimeout = time.Second
+	o.Check = NewCheckMetrics()
 	s := newServer(t, o)
 	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not started yet") {
 		t.Errorf("/readyz before SetReady: %d %q, want 503", code, body)
@@ -507,12 +509,36 @@ func TestReadyz(t *testing.T) {
 	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || body != "keepalived does not run every instance yet: T_VIP_2 in INIT\n" {
 		t.Errorf("/readyz with T_VIP_2 in INIT: %d %q, want 503 naming it", code, body)
 	}
-	// FAULT runs the instance: the node takes part, its check decides.
+	// A BACKUP that has heard no master: nothing to take over from yet
+	// (a unicast domain that is only forming); one that has, is ready.
+	instances[1]["data"].(map[string]any)["state"] = keepalived.StateBackup
+	writeJSON(t, f.fixture, instances)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || body != "keepalived does not run every instance yet: T_VIP_2 in BACKUP and has heard no master yet\n" {
+		t.Errorf("/readyz with T_VIP_2 a BACKUP that heard no master: %d %q, want 503 naming it", code, body)
+	}
+	instances[1]["stats"].(map[string]any)["advert_rcvd"] = 1
+	writeJSON(t, f.fixture, instances)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with T_VIP_2 a BACKUP that heard adverts: %d %q, want 200", code, body)
+	}
+	// FAULT runs the instance while the check fails (every instance
+	// starts in FAULT until the built-in check first passes): the node
+	// takes part, its check decides.
 	instances[1]["data"].(map[string]any)["state"] = keepalived.StateFault
 	writeJSON(t, f.fixture, instances)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || body != "keepalived does not run every instance yet: T_VIP_2 in FAULT while the check does not fail\n" {
+		t.Errorf("/readyz with T_VIP_2 in FAULT before the check answered: %d %q, want 503 naming it", code, body)
+	}
+	o.Check.Passing(false)
 	if code, body := get(t, s.handler, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz with T_VIP_2 in FAULT: %d %q, want 200", code, body)
 	}
+	// The check passes again, keepalived's dump does not show it yet.
+	o.Check.Passing(true)
+	if code, _ := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with T_VIP_2 in FAULT and the check passing: %d, want 503", code)
+	}
+	o.Check.Passing(false)
 	// An instance of the plan that keepalived does not have.
 	writeJSON(t, f.fixture, instances[:1])
 	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || body != "keepalived does not run every instance yet: T_VIP_2 not set up\n" {

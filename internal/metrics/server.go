@@ -59,6 +59,11 @@ type Options struct {
 	// Check, when set, serves the built-in check's series.
 	Check *CheckMetrics
 
+	// Membership, when set, serves the unicast peers found in the cluster.
+	Membership Membership
+	// Bridge, when set, serves the multicast bridge's series.
+	Bridge Bridge
+
 	// Signal is keepalived's JSON dump signal; 0 asks KeepalivedBinary once, at the first
 	// scrape.
 	Signal syscall.Signal
@@ -81,6 +86,7 @@ type Server struct {
 	collector  *collector
 	handler    http.Handler
 	ready      atomic.Bool
+	check      *CheckMetrics
 	log        *slog.Logger
 }
 
@@ -122,8 +128,14 @@ func New(o Options) (*Server, error) {
 	if o.SplitBrain != nil {
 		reg.MustRegister(newSplitBrainCollector(o.SplitBrain, o.Plan.Config.VIPs))
 	}
+	if o.Membership != nil {
+		reg.MustRegister(newMembershipCollector(o.Membership))
+	}
+	if o.Bridge != nil {
+		reg.MustRegister(newBridgeCollector(o.Bridge))
+	}
 
-	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, log: o.Logger}
+	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, log: o.Logger}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
 	// garbage a fresh gzip writer per scrape costs on a node.
@@ -200,9 +212,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 
 // readyz is ready when keepalived runs its instances: the configuration is written,
 // keepalived is alive, and its own JSON dump (shared with /metrics) lists every planned
-// instance out of INIT (BACKUP, MASTER, or FAULT while its check fails). A rollout gated on
-// it stops the next node only once this one takes part in every election: the leaving
-// master's priority-0 advert then finds a backup that is listening.
+// instance as MASTER, as a BACKUP that has heard a master, or in FAULT while its check
+// fails (the built-in check: once it has failed 9 times in a row). A rollout gated on it stops the next node only once this one takes part in every
+// election: the leaving master's priority-0 advert then finds a backup that is listening,
+// and in a migration from multicast the unicast nodes already hold the VIPs.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready.Load() {
 		http.Error(w, "configuration not written or keepalived not started yet", http.StatusServiceUnavailable)
@@ -219,23 +232,33 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-// instancesRunning checks keepalived's JSON dump for every planned instance, out of INIT.
+// instancesRunning checks keepalived's JSON dump for every planned instance: out of INIT,
+// and a backup only once it has heard a master.
 func (s *Server) instancesRunning() error {
 	d, err := s.collector.dumper.get(s.keepalived.PID())
 	if err != nil {
 		return fmt.Errorf("asking keepalived for its instances: %w", err)
 	}
-	states := make(map[string]int, len(d.instances))
+	dumped := make(map[string]keepalived.VRRPInstance, len(d.instances))
 	for _, in := range d.instances {
-		states[in.Data.Name] = in.Data.State
+		dumped[in.Data.Name] = in
 	}
 	var waiting []string
 	for _, in := range s.collector.instances {
-		switch st, ok := states[in.Name]; {
+		switch k, ok := dumped[in.Name]; {
 		case !ok:
 			waiting = append(waiting, in.Name+" not set up")
-		case st == keepalived.StateInit:
+		case k.Data.State == keepalived.StateInit:
 			waiting = append(waiting, in.Name+" in INIT")
+		case k.Data.State == keepalived.StateFault && s.check != nil && !s.check.Failing():
+			// Every instance starts in FAULT until the built-in check
+			// first passes; a FAULT counts only while the check fails.
+			waiting = append(waiting, in.Name+" in FAULT while the check does not fail")
+		case k.Data.State == keepalived.StateBackup && k.Data.MasterPriority == 0 && k.Stats["advert_rcvd"] == 0:
+			// Nothing it could take over from yet: in a unicast domain that
+			// is only forming (a migration from multicast), the next node
+			// must not stop before this one is master or hears one.
+			waiting = append(waiting, in.Name+" in BACKUP and has heard no master yet")
 		}
 	}
 	if len(waiting) > 0 {

@@ -56,12 +56,17 @@ type Plan struct {
 }
 
 // New finds the node's facts for cfg, checks that the scripts it names can
-// run, and computes the instances and keepalived.conf. Every problem the
-// user can fix is a *ConfigError.
-func New(cfg *config.Config, f Facts) (*Plan, error) {
+// run, and computes the instances and keepalived.conf. members are, with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods, the addresses the workload's other
+// pods publish (ignored otherwise). Every problem the user can fix is a
+// *ConfigError.
+func New(cfg *config.Config, f Facts, members []netip.Addr) (*Plan, error) {
 	node, err := discover(cfg, f)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.PeersFromPods {
+		node.Members = members
 	}
 	if err := checkScripts(cfg); err != nil {
 		return nil, &ConfigError{err}
@@ -205,6 +210,11 @@ func (p *Plan) checkDescription() string {
 	}
 	return "none (OPENSHIFT_HA_MONITOR_PORT=0)"
 }
+
+// SourceAddrs are the addresses this node sends unicast VRRP from, one per
+// family of the VIPs: what the pod publishes for the others to list with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods.
+func (p *Plan) SourceAddrs() []netip.Addr { return p.Config.SourceAddrs(p.Node) }
 
 // Mode is "unicast" or "multicast".
 func (p *Plan) Mode() string {

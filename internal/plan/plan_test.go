@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/host/hosttest"
@@ -41,13 +43,13 @@ func TestPlanUsesTheNodesFacts(t *testing.T) {
 	// The node holds one of its VIPs already (a killed earlier run): it
 	// must not mistake it for its own address.
 	h := node("192.0.2.100/32", "192.0.2.12/24", "2001:db8::12/64")
-	p, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100-101"}), h)
+	p, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100-101"}), h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := config.Node{Interface: "eth0", Addr4: netip.MustParseAddr("192.0.2.12"), Addr6: netip.MustParseAddr("2001:db8::12")}
-	if p.Node != want {
-		t.Errorf("node = %+v, want %+v", p.Node, want)
+	if diff := cmp.Diff(want, p.Node, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("node (-want +got):\n%s", diff)
 	}
 	if len(p.Instances) != 2 || p.Instances[0].Interface != "eth0" {
 		t.Errorf("instances = %+v, want two on eth0", p.Instances)
@@ -88,7 +90,7 @@ func TestPlanRefusesWhatTheHostLacks(t *testing.T) {
 			"interface eth0 has no IPv6 address of its own for the unicast IPv6 instance"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := plan.New(parse(t, tt.raw), tt.host)
+			_, err := plan.New(parse(t, tt.raw), tt.host, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("got %v, want an error with %q", err, tt.msg)
 			}
@@ -114,7 +116,7 @@ func TestInterface(t *testing.T) {
 // A failing listing of addresses is the host's fault, not the user's.
 func TestPlanHostErrorIsNoConfigError(t *testing.T) {
 	h := failingAddrs{node("192.0.2.12/24")}
-	_, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100"}), h)
+	_, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100"}), h, nil)
 	if err == nil || plan.IsConfigError(err) {
 		t.Fatalf("got %v, want an error that is not a configuration error", err)
 	}

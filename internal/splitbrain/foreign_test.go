@@ -21,6 +21,14 @@ func testPlan(t testing.TB, r config.Raw) *plan.Plan {
 // testPlanOn plans r on a fake node with eth0 at addr4 and 2001:db8::11/64.
 func testPlanOn(t testing.TB, r config.Raw, addr4 string) *plan.Plan {
 	t.Helper()
+	return testPlanWith(t, r, addr4)
+}
+
+// testPlanWith plans r on a fake node with eth0 at addr4 and
+// 2001:db8::11/64, members being what the other pods publish (with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods).
+func testPlanWith(t testing.TB, r config.Raw, addr4 string, members ...string) *plan.Plan {
+	t.Helper()
 	if r.MonitorPort == "" {
 		r.MonitorPort = "0"
 	}
@@ -32,7 +40,11 @@ func testPlanOn(t testing.TB, r config.Raw, addr4 string) *plan.Plan {
 		netip.MustParsePrefix(addr4), netip.MustParsePrefix("2001:db8::11/64"),
 	}})
 	h.Default = "eth0"
-	p, err := plan.New(c, h)
+	var ms []netip.Addr
+	for _, m := range members {
+		ms = append(ms, netip.MustParseAddr(m))
+	}
+	p, err := plan.New(c, h, ms)
 	if err != nil {
 		t.Fatal(err)
 	}

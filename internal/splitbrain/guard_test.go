@@ -534,6 +534,29 @@ func TestGuardForeignAdverts(t *testing.T) {
 	}
 }
 
+// TestGuardReplan: with peers from the pods, a pod that joins is a foreign
+// speaker only until a plan lists it.
+func TestGuardReplan(t *testing.T) {
+	raw := config.Raw{VirtualIPs: "192.0.2.100,192.0.2.102", VIPGroups: "1", PeersFrom: config.PeersFromPods, PodName: "a"}
+	gt := newGuardTest(t, raw, "192.0.2.11/24")
+	_, member, _ := ipPayload(t, capturedAdverts(t)["v2-multicast"])
+	from := &net.IPAddr{IP: net.ParseIP("192.0.2.13")}
+	gt.vrrp4.in <- packetIn{b: member, from: from}
+	gt.waitFor("an advert from an unlisted pod counted", func() bool { return len(gt.g.Snapshot().Foreign) == 1 })
+
+	gt.g.Replan(testPlanWith(t, raw, "192.0.2.11/24", "192.0.2.12", "192.0.2.13"))
+	for range 3 {
+		gt.vrrp4.in <- packetIn{b: member, from: from}
+	}
+	gt.vrrp4.in <- packetIn{b: member, from: &net.IPAddr{IP: net.ParseIP("192.0.2.14")}}
+	gt.waitFor("an advert from another unlisted pod counted", func() bool { return len(gt.g.Snapshot().Foreign) == 2 })
+	for _, f := range gt.g.Snapshot().Foreign {
+		if f.Source == "192.0.2.13" && f.Adverts != 1 {
+			t.Errorf("%+v: adverts of a listed pod counted", f)
+		}
+	}
+}
+
 // TestGuardOpenErrors: a guard needs its plan, host and keepalived.
 func TestGuardOpenErrors(t *testing.T) {
 	for i, o := range []Options{{}, {Plan: testPlan(t, config.Raw{VirtualIPs: "192.0.2.100"})}} {

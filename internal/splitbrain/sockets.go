@@ -206,9 +206,20 @@ func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, 
 	if err != nil {
 		return nil, err
 	}
+	if err := setAdvertFilter(c, expect, v6); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// setAdvertFilter attaches expect's advert filter to a VRRP socket, or,
+// when that program would be too long, one that keeps every advert. A
+// filter attached later replaces the earlier one at once.
+func setAdvertFilter(c net.PacketConn, expect map[key]expectation, v6 bool) error {
 	prog := advertFilter(expect, v6)
 	if prog == nil {
-		return c, nil
+		prog = []bpf.Instruction{bpf.RetConstant{Val: acceptLen}}
 	}
 	raw, err := bpf.Assemble(prog)
 	if err == nil {
@@ -219,10 +230,9 @@ func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, 
 		}
 	}
 	if err != nil {
-		c.Close()
-		return nil, errors.Join(errors.New("attaching the advert filter"), err)
+		return errors.Join(errors.New("attaching the advert filter"), err)
 	}
-	return c, nil
+	return nil
 }
 
 // listenNA opens a raw ICMPv6 socket on ifi that the kernel lets only

@@ -83,6 +83,9 @@ type Options struct {
 	Host       Host
 	Keepalived Keepalived
 	Logger     *slog.Logger
+	// Notified, when set, gets every line of keepalived's notify FIFO about
+	// an instance, in order, as the guard reads it (there is one reader).
+	Notified func(keepalived.Notification)
 }
 
 // probeBatch is how early a probe round may end, so that rounds close
@@ -129,7 +132,7 @@ type Guard struct {
 	mac        net.HardwareAddr
 	isVIP      map[netip.Addr]bool
 	instance   map[netip.Addr]string
-	expect     map[key]expectation
+	notified   func(keepalived.Notification)
 	host       Host
 	keepalived Keepalived
 	notify     io.ReadCloser
@@ -164,6 +167,9 @@ type Guard struct {
 	linkLocal netip.Addr
 
 	foreign *foreign
+	// expect is what members' adverts look like; Replan changes it.
+	expectMu sync.RWMutex
+	expect   map[key]expectation
 
 	// held are the VIPs on the interface at the last listing, for the
 	// readers to drop claims on VIPs this node does not hold without
@@ -238,6 +244,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		isVIP:         map[netip.Addr]bool{},
 		instance:      map[netip.Addr]string{},
 		expect:        expectations(o.Plan),
+		notified:      o.Notified,
 		host:          o.Host,
 		keepalived:    o.Keepalived,
 		notify:        notify,
@@ -288,6 +295,28 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 	}
 	g.stray = newStrays(t.grace, g.instance)
 	return g, nil
+}
+
+// Replan takes a plan of the same VIPs and instances with other unicast
+// peers (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods): a new member's adverts are
+// then a member's, not a foreign speaker's, in Go and in the kernel filter.
+func (g *Guard) Replan(p *plan.Plan) {
+	e := expectations(p)
+	g.expectMu.Lock()
+	g.expect = e
+	g.expectMu.Unlock()
+	for _, s := range []struct {
+		c  conn
+		v6 bool
+	}{{g.socks.vrrp4, false}, {g.socks.vrrp6, true}} {
+		pc, ok := s.c.(net.PacketConn)
+		if !ok {
+			continue
+		}
+		if err := setAdvertFilter(pc, e, s.v6); err != nil {
+			g.log.Warn("the VRRP socket keeps its old filter: adverts of new members may count as foreign", "error", err)
+		}
+	}
 }
 
 // Snapshot is what the guard has seen, for the metrics.
@@ -783,7 +812,9 @@ func (g *Guard) advert(b []byte, src netip.Addr, v6 bool) {
 	if err != nil {
 		return
 	}
+	g.expectMu.RLock()
 	e, ok := g.expect[key{v6: v6, vrid: a.vrid}]
+	g.expectMu.RUnlock()
 	if !ok {
 		return
 	}
@@ -802,6 +833,9 @@ func (g *Guard) advert(b []byte, src netip.Addr, v6 bool) {
 // readNotifications passes keepalived's notify lines to the loop.
 func (g *Guard) readNotifications(ctx context.Context) {
 	err := keepalived.ReadNotifications(g.notify, func(n keepalived.Notification) {
+		if g.notified != nil {
+			g.notified(n)
+		}
 		select {
 		case g.notes <- n:
 		case <-ctx.Done():

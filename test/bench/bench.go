@@ -49,7 +49,7 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "partition", "scrape", "cpu", "scale" (Scale still gates it, and the
+	// "migrate", "partition", "scrape", "cpu", "scale" (Scale still gates it, and the
 	// 254-VIP CPU rows), "image" and "kube"; empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
@@ -187,6 +187,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 
+	if fi, err := os.Stat(o.Binary); err == nil {
+		r.addSize(rowBinary, fi.Size())
+	}
 	rep := &Report{Rounds: o.Rounds, PollInterval: o.Poll.Seconds()}
 	err = r.measure(ctx)
 	rep.Rows = r.rows()
@@ -235,6 +238,7 @@ const (
 	rowConfig      = "startup: exec → config written"
 	rowKeepalived  = "startup: exec → keepalived running"
 	rowScrape      = "scrape GET /metrics, 3 VIPs"
+	rowBinary      = "entrypoint binary size"
 	rowRSSRest     = "entrypoint RSS at rest"
 	rowRSSScrape   = "entrypoint RSS under scraping"
 	rowScrapeSize  = "scrape size, 3 VIPs"
@@ -334,6 +338,24 @@ func (r *runner) measure(ctx context.Context) error {
 			for _, rolling := range []bool{true, false} {
 				if err := r.rollout(ctx, small, rolling); err != nil {
 					return fmt.Errorf("rollout: %w", err)
+				}
+			}
+		}
+	}
+	if r.o.phase("migrate") {
+		for round := range min(r.o.Rounds, 3) {
+			r.o.Log.Info("migration round", "round", round+1)
+			for _, m := range []struct {
+				from       migrateFrom
+				bridge     bool
+				gap, twice string
+			}{
+				{fromIPFailover, true, rowMigrateGap, rowMigrateTwice},
+				{fromIPFailover, false, rowMigrateGapPlain, rowMigrateTwiceP},
+				{fromShipped, true, rowMigrateShipGap, rowMigrateShipTwo},
+			} {
+				if err := r.migrate(ctx, small, m.from, m.bridge, m.gap, m.twice); err != nil {
+					return fmt.Errorf("migration: %w", err)
 				}
 			}
 		}

@@ -104,7 +104,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 	if err := c.Apply(ctx, dep); err != nil {
 		return err
 	}
-	if err := c.RolloutStatus(ctx, "deployment/ipfailover"); err != nil {
+	if err := c.RolloutStatus(ctx, deployment); err != nil {
 		return err
 	}
 	if _, err := c.Holders(ctx, k.vips, kubeQuiet); err != nil {
@@ -115,6 +115,9 @@ func (k *kubeRun) measure(ctx context.Context) error {
 		return err
 	}
 	k.r.addSize(rowKubeCP, rss)
+	if err := k.entrypointRSS(rowKubeRSSPods); err != nil {
+		return err
+	}
 	for _, n := range c.Nodes {
 		rss, err := n.RSS()
 		if err != nil {
@@ -124,7 +127,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 	}
 	for round := range k.r.o.Rounds {
 		k.r.o.Log.Info("kube round", "round", round+1, "of", k.r.o.Rounds)
-		if err := k.gaps(ctx, rowKubeRollout, func() error { return c.RolloutRestart(ctx, "deployment/ipfailover") }); err != nil {
+		if err := k.gaps(ctx, rowKubeRollout, func() error { return c.RolloutRestart(ctx, deployment) }); err != nil {
 			return err
 		}
 		holder, pod, err := k.holderPod(ctx)
@@ -135,7 +138,7 @@ func (k *kubeRun) measure(ctx context.Context) error {
 			if err := c.DeletePod(ctx, pod.Name); err != nil {
 				return err
 			}
-			return c.RolloutStatus(ctx, "deployment/ipfailover")
+			return c.RolloutStatus(ctx, deployment)
 		}); err != nil {
 			return err
 		}
@@ -152,8 +155,11 @@ func (k *kubeRun) measure(ctx context.Context) error {
 			if err := c.Uncordon(ctx, holder.Name); err != nil {
 				return err
 			}
-			return c.RolloutStatus(ctx, "deployment/ipfailover")
+			return c.RolloutStatus(ctx, deployment)
 		}); err != nil {
+			return err
+		}
+		if err := k.membership(ctx); err != nil {
 			return err
 		}
 	}
@@ -162,6 +168,12 @@ func (k *kubeRun) measure(ctx context.Context) error {
 		if err := k.death(ctx); err != nil {
 			return err
 		}
+	}
+	if err := c.Delete(ctx, dep); err != nil {
+		return err
+	}
+	if err := k.migrate(ctx); err != nil {
+		return err
 	}
 	if err := c.Delete(ctx, dep); err != nil {
 		return err
@@ -216,7 +228,7 @@ func (k *kubeRun) holderPod(ctx context.Context) (*kube.Machine, corev1.Pod, err
 		return nil, corev1.Pod{}, err
 	}
 	m := k.c.Machine(h[k.vips[0]])
-	pods, err := k.c.Pods(ctx, "ipfailover=ipfailover")
+	pods, err := k.c.Pods(ctx, podSelector)
 	if err != nil {
 		return nil, corev1.Pod{}, err
 	}
@@ -300,7 +312,7 @@ func (k *kubeRun) death(ctx context.Context) error {
 	wctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for {
-		pods, err := c.Pods(wctx, "ipfailover=ipfailover")
+		pods, err := c.Pods(wctx, podSelector)
 		if err != nil {
 			return err
 		}
@@ -333,7 +345,7 @@ func startedAfter(p corev1.Pod, t time.Time) bool {
 
 // confs reads every pod's keepalived.conf, by node.
 func (k *kubeRun) confs(ctx context.Context) (map[string]*keepalived.Conf, error) {
-	pods, err := k.c.Pods(ctx, "ipfailover=ipfailover")
+	pods, err := k.c.Pods(ctx, podSelector)
 	if err != nil {
 		return nil, err
 	}

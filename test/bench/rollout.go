@@ -45,30 +45,11 @@ func (r *runner) rollout(ctx context.Context, vips []netip.Addr, rolling bool) e
 	}
 	// restart replaces f's processes; stop kills whichever run then.
 	defer r.stop(f)
-	echoes, err := r.echoes()
+	prober, closeEchoes, err := r.probeVIPs(ctx, vips)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, e := range echoes {
-			e.Close()
-		}
-	}()
-	// The VIPs are off the lab's subnet: the client reaches them on its
-	// link, by ARP, as a client on the nodes' network would.
-	if out, err := r.c.Client.Exec(ctx, "ip", "route", "replace", vipPrefix(vips).String(), "dev", lab.Link); err != nil {
-		return fmt.Errorf("routing the VIPs in the client: %w: %s", err, out)
-	}
-	pc, err := ListenPacketIn(r.c.Client.Netns, ":0")
-	if err != nil {
-		return err
-	}
-	targets := make([]netip.AddrPort, len(vips))
-	for i, v := range vips {
-		targets[i] = netip.AddrPortFrom(v, ProbePort)
-	}
-	prober := NewProber(pc, targets, probeInterval)
-	prober.Start()
+	defer closeEchoes()
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -105,6 +86,39 @@ func (r *runner) rollout(ctx context.Context, vips []netip.Addr, rolling bool) e
 		r.o.Log.Info(row, "vip", vips[i], "longest_gap", g.Round(time.Millisecond), "restarts_took", took.Round(time.Millisecond))
 	}
 	return nil
+}
+
+// probeVIPs starts an echo server in every node and a client probing every
+// VIP every probeInterval; the caller stops the prober, then calls
+// closeEchoes.
+func (r *runner) probeVIPs(ctx context.Context, vips []netip.Addr) (prober *Prober, closeEchoes func(), err error) {
+	echoes, err := r.echoes()
+	if err != nil {
+		return nil, nil, err
+	}
+	closeEchoes = func() {
+		for _, e := range echoes {
+			e.Close()
+		}
+	}
+	// The VIPs are off the lab's subnet: the client reaches them on its
+	// link, by ARP, as a client on the nodes' network would.
+	if out, err := r.c.Client.Exec(ctx, "ip", "route", "replace", vipPrefix(vips).String(), "dev", lab.Link); err != nil {
+		closeEchoes()
+		return nil, nil, fmt.Errorf("routing the VIPs in the client: %w: %s", err, out)
+	}
+	pc, err := ListenPacketIn(r.c.Client.Netns, ":0")
+	if err != nil {
+		closeEchoes()
+		return nil, nil, err
+	}
+	targets := make([]netip.AddrPort, len(vips))
+	for i, v := range vips {
+		targets[i] = netip.AddrPortFrom(v, ProbePort)
+	}
+	prober = NewProber(pc, targets, probeInterval)
+	prober.Start()
+	return prober, closeEchoes, nil
 }
 
 // echoes starts a UDP echo server on 0.0.0.0:ProbePort in every node.

@@ -42,6 +42,7 @@ func (r *runner) rows() []Row {
 	t(rowScrape, "", shippedScrape).Check("median", targetScrape)
 	rows[len(rows)-1].Note = fmt.Sprintf("%d concurrent scrapers, kept-alive connections, from the client namespace", Scrapers)
 	size(rowScrapeSize, KB, "")
+	size(rowBinary, MB, "").Note = "the static, stripped binary the bench runs (client-go's informers, for OPENSHIFT_HA_UNICAST_PEERS_FROM=pods, are 6 MB of it)"
 	size(rowRSSRest, MB, shippedRSS).Check("median", targetRSS)
 	size(rowRSSScrape, MB, shippedRSS).Check("worst", targetRSS)
 	for _, name := range []string{rowCPU1 + builtinSuffix, rowCPU1 + scriptSuffix, rowCPU254 + builtinSuffix, rowCPU254 + scriptSuffix} {
@@ -50,6 +51,7 @@ func (r *runner) rows() []Row {
 		}
 	}
 	rows = append(rows, r.rolloutRows()...)
+	rows = append(rows, r.migrateRows()...)
 	rows = append(rows, r.partitionRows()...)
 	if len(r.samples[rowRender]) > 0 || len(r.samples[rowScaleConv]) > 0 {
 		t(rowRender, "", "")
@@ -83,6 +85,7 @@ func (r *runner) kubeRows(t func(name, rule, shipped string) *Row, size func(nam
 	death := t(rowKubeDeath, "3 × advert_int + the best backup's skew", shippedCrash)
 	death.Note = "the node's every process frozen and killed, its link cut, at a random moment of the advert interval; timed by netlink as the crash rows"
 	r.crashBound(death, r.samples[rowKubeDeath])
+	r.membershipRows(t, size)
 }
 
 // crashBound checks the bound: no crash move beyond 3 × advert_int

@@ -252,12 +252,24 @@ func rmdirRetry(dir string) error {
 
 // cgroupRSS sums the resident memory of the processes in path and below.
 func cgroupRSS(path string) (int64, error) {
+	return cgroupRSSOf(path, "")
+}
+
+// cgroupRSSOf is cgroupRSS of the processes whose name (comm) is comm
+// ("": all).
+func cgroupRSSOf(path, comm string) (int64, error) {
 	pids, err := cgroupPIDs(path)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, pid := range pids {
+		if comm != "" {
+			name, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if err != nil || strings.TrimSpace(string(name)) != comm {
+				continue
+			}
+		}
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			continue

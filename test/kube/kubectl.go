@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -63,4 +66,68 @@ func (c *Cluster) NodeStatus(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// WatchGone watches the pods of selector in namespace and notes when each
+// is deleted from the API server, as a watching client learns it (the
+// moment a pod vanishes for every other watch). gone returns the time a
+// pod was seen deleted, waiting for it up to a minute; stop ends the
+// watch.
+func (c *Cluster) WatchGone(ctx context.Context, namespace, selector string) (gone func(pod string) (time.Time, bool), stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+c.st.Client.Netns, "--",
+		filepath.Join(c.st.Bin, "kubectl"), "--kubeconfig", c.st.LabKubeconfig,
+		"-n", namespace, "get", "pods", "-l", selector, "--watch-only", "--output-watch-events", "--no-headers")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			now := time.Now()
+			// EVENT NAME READY STATUS RESTARTS AGE
+			f := strings.Fields(sc.Text())
+			if len(f) >= 2 && f[0] == "DELETED" {
+				mu.Lock()
+				seen[f[1]] = now
+				mu.Unlock()
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	gone = func(pod string) (time.Time, bool) {
+		limit := time.After(time.Minute)
+		for {
+			mu.Lock()
+			t, ok := seen[pod]
+			mu.Unlock()
+			if ok {
+				return t, true
+			}
+			select {
+			case <-ctx.Done():
+				return time.Time{}, false
+			case <-done:
+				return time.Time{}, false
+			case <-limit:
+				return time.Time{}, false
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	stop = func() {
+		cancel()
+		<-done
+	}
+	return gone, stop, nil
 }

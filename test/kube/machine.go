@@ -355,6 +355,10 @@ func (m *Machine) podRoutes(ctx context.Context) error {
 // RSS is the resident memory of every process of the machine.
 func (m *Machine) RSS() (int64, error) { return cgroupRSS(m.cgroup()) }
 
+// ProgramRSS is the resident memory of the machine's processes named
+// comm (a pod's entrypoint: "ipfailover").
+func (m *Machine) ProgramRSS(comm string) (int64, error) { return cgroupRSSOf(m.cgroup(), comm) }
+
 // clearDir removes what is in dir, keeping dir.
 func clearDir(dir string) error {
 	entries, err := os.ReadDir(dir)

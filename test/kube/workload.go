@@ -35,6 +35,12 @@ type Overlay struct {
 	// Replicas sets the Deployment's replicas and the cleanup Job's
 	// completions and parallelism; 0 leaves them.
 	Replicas int
+	// Components are deploy/'s components to add ("components/multicast").
+	Components []string
+	// Namespace moves everything there ("": deploy/'s, Namespace).
+	Namespace string
+	// NodeSelector replaces the workload's node selector (nil leaves it).
+	NodeSelector map[string]string
 }
 
 // Kustomization is the overlay's kustomization.yaml for a directory dir
@@ -53,9 +59,21 @@ func (o Overlay) Kustomization(dir string) (string, error) {
 		name, tag = o.Image[:i], o.Image[i+1:]
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
+	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	if o.Namespace != "" {
+		fmt.Fprintf(&b, "namespace: %s\n", o.Namespace)
+	}
+	if len(o.Components) > 0 {
+		b.WriteString("components:\n")
+		for _, comp := range o.Components {
+			rel, err := filepath.Rel(dir, filepath.Join(root, "deploy", comp))
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(&b, "  - %s\n", rel)
+		}
+	}
+	fmt.Fprintf(&b, `resources:
   - %s
 images:
   - name: ipfailover
@@ -74,6 +92,13 @@ patches:
 		fmt.Fprintf(&b, "  - target: {kind: Deployment, name: ipfailover}\n    patch: |-\n      - {op: replace, path: /spec/replicas, value: %d}\n", o.Replicas)
 		fmt.Fprintf(&b, "  - target: {kind: Job, name: remove-ipfailover}\n    patch: |-\n      - {op: replace, path: /spec/completions, value: %d}\n      - {op: replace, path: /spec/parallelism, value: %d}\n", o.Replicas, o.Replicas)
 	}
+	if o.NodeSelector != nil {
+		sel := make([]string, 0, len(o.NodeSelector))
+		for _, k := range slices.Sorted(maps.Keys(o.NodeSelector)) {
+			sel = append(sel, fmt.Sprintf("%q: %q", k, o.NodeSelector[k]))
+		}
+		fmt.Fprintf(&b, "  - target: {kind: Deployment}\n    patch: |-\n      - {op: replace, path: /spec/template/spec/nodeSelector, value: {%s}}\n", strings.Join(sel, ", "))
+	}
 	for _, kind := range []string{"Deployment", "DaemonSet", "Job"} {
 		fmt.Fprintf(&b, "  - target: {kind: %s}\n    patch: |-\n      - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}\n", kind)
 	}
@@ -84,6 +109,9 @@ patches:
 // cluster's and returns it.
 func (c *Cluster) overlayDir(o Overlay) (string, error) {
 	dir := filepath.Join(c.st.Dir, "overlays", strings.ReplaceAll(o.Base, "/", "-"))
+	if o.Namespace != "" {
+		dir += "-" + o.Namespace
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

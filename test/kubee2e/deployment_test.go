@@ -163,40 +163,7 @@ func TestDeployment(t *testing.T) {
 		}
 	})
 
-	t.Run("the API server stops and starts again", func(t *testing.T) {
-		// ipfailover does not talk to the API server: its VIPs stay
-		// where they are while the control plane is away.
-		before := settled(ctx, t, c, vips)
-		t.Cleanup(func() {
-			if err := c.ControlPlane.Start(context.Background(), kube.APIServer); err != nil {
-				t.Error(err)
-			}
-		})
-		gaps, err := c.ProbeDuring(ctx, targets(vips), probeEvery, func() error {
-			if err := c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
-				return err
-			}
-			if _, err := c.Kubectl(ctx, "get", "--raw", "/readyz", "--request-timeout=2s"); err == nil {
-				return fmt.Errorf("the API server still answers after it stopped")
-			}
-			time.Sleep(5 * time.Second)
-			if err := c.ControlPlane.Start(ctx, kube.APIServer); err != nil {
-				return err
-			}
-			return c.WaitAPI(ctx)
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, g := range gaps {
-			if g > handoverBound {
-				t.Errorf("with the API server away, %s was unanswered for %s", vips[i], g.Round(time.Millisecond))
-			}
-		}
-		if after := settled(ctx, t, c, vips); after.String() != before.String() {
-			t.Errorf("the holders moved while the API server was away: %s before, %s after", before, after)
-		}
-	})
+	// The API server's absence: TestPeersFromPods, for minutes.
 
 	t.Run("a node dies and comes back", func(t *testing.T) {
 		h := settled(ctx, t, c, vips)

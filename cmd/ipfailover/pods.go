@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/membership"
+	"github.com/ipfailover/ipfailover/internal/metrics"
+	"github.com/ipfailover/ipfailover/internal/plan"
+)
+
+// podPeers are the unicast peers of OPENSHIFT_HA_UNICAST_PEERS_FROM=pods:
+// the watch of the workload's pods, and what keepalived runs with now.
+type podPeers struct {
+	w *membership.Watcher
+
+	mu         sync.Mutex
+	applied    []netip.Addr
+	lastChange time.Time
+}
+
+// podIdentity checks that this pod can find its peers: its name, its
+// namespace, a way to the API server. Every problem is a config error, found
+// before the host changes.
+func podIdentity(cfg *config.Config) (namespace string, err error) {
+	if err := cfg.CheckPodName(); err != nil {
+		return "", &plan.ConfigError{Err: err}
+	}
+	ns, err := membership.Namespace(cfg.PodNamespace)
+	if err != nil {
+		return "", &plan.ConfigError{Err: err}
+	}
+	return ns, nil
+}
+
+// startPodPeers connects to the API server, publishes this pod's addresses
+// (p's unicast sources) and waits until the watch lists the workload; it
+// keeps trying while the API server does not answer.
+func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p *plan.Plan) (*podPeers, error) {
+	ns, err := podIdentity(cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := membership.NewClient("ipfailover/" + version)
+	if err != nil {
+		return nil, &plan.ConfigError{Err: err}
+	}
+	w := membership.New(membership.Options{Client: client, Namespace: ns, Pod: cfg.PodName, Logger: log})
+	log.Info("finding the unicast peers: the other pods of this pod's workload", "pod", cfg.PodName, "namespace", ns)
+	if err := w.Start(ctx, p.SourceAddrs()); err != nil {
+		return nil, fmt.Errorf("watching the workload's pods: %w", err)
+	}
+	return &podPeers{w: w}, nil
+}
+
+// members are the addresses the other pods publish now; ok is false when
+// the watch does not show this pod itself, a view not to be trusted (the
+// API server answering from a half-restored state, say).
+func (pp *podPeers) members() (peers []netip.Addr, ok bool) {
+	v := pp.w.View()
+	return v.Peers(), slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.Self })
+}
+
+// applied records the peers keepalived now runs with.
+func (pp *podPeers) apply(p *plan.Plan) (added, removed []netip.Addr) {
+	now := peersOf(p)
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for _, a := range now {
+		if !slices.Contains(pp.applied, a) {
+			added = append(added, a)
+		}
+	}
+	for _, a := range pp.applied {
+		if !slices.Contains(now, a) {
+			removed = append(removed, a)
+		}
+	}
+	if pp.applied != nil && (len(added) > 0 || len(removed) > 0) {
+		pp.lastChange = time.Now()
+	}
+	pp.applied = now
+	return added, removed
+}
+
+// peersOf lists the unicast peers of p's instances, each once, without
+// the stand-in of a pod that is alone.
+func peersOf(p *plan.Plan) []netip.Addr {
+	out := []netip.Addr{}
+	for _, in := range p.Instances {
+		for _, a := range in.UnicastPeers {
+			if !a.IsUnspecified() && !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// MembershipStatus is what the metrics show.
+func (pp *podPeers) MembershipStatus() metrics.MembershipStatus {
+	h := pp.w.Health()
+	s := metrics.MembershipStatus{Peers: map[string]int{}, WatchUp: h.Up, WatchErrors: h.Errors}
+	pp.mu.Lock()
+	for _, a := range pp.applied {
+		if a.Is4() {
+			s.Peers["ipv4"]++
+		} else {
+			s.Peers["ipv6"]++
+		}
+	}
+	s.LastChange = pp.lastChange
+	pp.mu.Unlock()
+	for _, m := range pp.w.View().Members {
+		if m.In {
+			s.In++
+		} else {
+			s.Out++
+		}
+	}
+	return s
+}
+
+// bridgeState says whether the multicast bridge relays, and why, given the
+// workload's pods that publish no address (with the peers from the pods).
+func bridgeState(cfg *config.Config, unpublished []string) (bool, string) {
+	switch {
+	case cfg.MulticastBridge == config.BridgeOn:
+		return true, "OPENSHIFT_HA_MULTICAST_BRIDGE=true"
+	case cfg.MulticastBridge == config.BridgeOff:
+		return false, "OPENSHIFT_HA_MULTICAST_BRIDGE=false"
+	case !cfg.PeersFromPods:
+		return false, "static unicast peers: set OPENSHIFT_HA_MULTICAST_BRIDGE=true to relay"
+	case len(unpublished) > 0:
+		return true, "pods of the workload publish no unicast address (an older image or multicast mode, or starting): " + strings.Join(unpublished, ", ")
+	}
+	return false, "every pod of the workload publishes its unicast address"
+}
+
+// unpublished are the pods of the workload that publish no address (nil
+// without the peers from the pods).
+func (pp *podPeers) unpublished() []string {
+	if pp == nil {
+		return nil
+	}
+	return pp.w.View().Unpublished()
+}
+
+// lookAtPods lists the workload's pods once (for render and peers).
+func lookAtPods(ctx context.Context, cfg *config.Config) (membership.View, string, error) {
+	ns, err := podIdentity(cfg)
+	if err != nil {
+		return membership.View{}, "", err
+	}
+	client, err := membership.NewClient("ipfailover/" + version)
+	if err != nil {
+		return membership.View{}, "", &plan.ConfigError{Err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	view, sel, err := membership.Look(ctx, client, ns, cfg.PodName)
+	if err != nil {
+		return membership.View{}, "", err
+	}
+	return view, fmt.Sprintf("pods %s in namespace %s", sel, ns), nil
+}
+
+// peers prints the unicast peers this node finds and, with the peers from
+// the pods, every pod of the workload with whether it is a peer, whether
+// the running keepalived.conf lists it, and why.
+func peers(ctx context.Context, w io.Writer) error {
+	nl, p, err := planHere()
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	cfg := p.Config
+	switch {
+	case !cfg.Unicast:
+		_, err := fmt.Fprintln(w, "multicast VRRP: no unicast peers (OPENSHIFT_HA_UNICAST_PEERS_FROM and OPENSHIFT_HA_UNICAST_PEERS are unset)")
+		return err
+	case !cfg.PeersFromPods:
+		fmt.Fprintf(w, "static unicast peers (OPENSHIFT_HA_UNICAST_PEERS), this node's own address left out: %s\n", addrList(peersOf(p)))
+		return nil
+	}
+	view, what, err := lookAtPods(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	listed, confErr := runningPeers(cfg.KeepalivedConfig)
+	fmt.Fprintf(w, "%s (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods):\n", what)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tADDRESSES\tPEER\tKEEPALIVED.CONF\tWHY")
+	for _, m := range view.Members {
+		peer, conf := "out", "-"
+		switch {
+		case m.Self:
+			peer = "self"
+		case m.In:
+			peer = "in"
+		}
+		if confErr == nil && !m.Self && len(m.Addrs) > 0 {
+			conf = "not listed"
+			if slices.ContainsFunc(m.Addrs, func(a netip.Addr) bool { return listed[a] }) {
+				conf = "listed"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Pod, addrList(m.Addrs), peer, conf, m.Why)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "peers: %s\n", addrList(view.Peers()))
+	if confErr != nil {
+		fmt.Fprintf(w, "running keepalived.conf: %v\n", confErr)
+	}
+	if needsBridge(cfg) {
+		on, why := bridgeState(cfg, view.Unpublished())
+		state := "off"
+		if on {
+			state = "on"
+		}
+		fmt.Fprintf(w, "multicast bridge: %s (%s)\n", state, why)
+	}
+	return nil
+}
+
+// runningPeers reads the unicast peers of the running keepalived.conf.
+func runningPeers(path string) (map[netip.Addr]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := keepalived.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.Addr]bool{}
+	for _, in := range c.Instances {
+		for _, a := range in.UnicastPeers {
+			out[a] = true
+		}
+	}
+	return out, nil
+}
+
+func addrList(as []netip.Addr) string {
+	if len(as) == 0 {
+		return "none"
+	}
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}

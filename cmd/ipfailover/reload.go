@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/plan"
+	"github.com/ipfailover/ipfailover/internal/relay"
+	"github.com/ipfailover/ipfailover/internal/splitbrain"
+	"github.com/ipfailover/ipfailover/internal/supervisor"
+)
+
+// errInterfaceChanged ends a run whose VRRP interface moved (the
+// interface of the default route changed, with OPENSHIFT_HA_NETWORK_INTERFACE
+// unset): keepalived hands its VIPs over, and the restarted container starts
+// on the new interface.
+var errInterfaceChanged = errors.New("the VRRP interface changed")
+
+// settle is how long the reloader waits after an address change for more
+// of them (keepalived adding VIPs, an address moving between interfaces).
+const settle = 100 * time.Millisecond
+
+// publishWait bounds how long a reload waits to publish a new address
+// while the API server does not answer; keepalived then runs the new plan
+// anyway, since the old source address is gone.
+const publishWait = 5 * time.Second
+
+// reloader plans again and reloads keepalived: on SIGHUP, and with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods when the workload's pods or this
+// node's addresses change.
+type reloader struct {
+	log   *slog.Logger
+	nl    *host.Netlink
+	sup   *supervisor.Supervisor
+	chk   *portCheck
+	guard *splitbrain.Guard
+	relay *relay.Relay // nil without the multicast bridge
+	pods  *podPeers    // nil unless the peers come from the pods
+	// stop ends the run (errInterfaceChanged).
+	stop func(error)
+
+	current *plan.Plan
+}
+
+// run reloads until ctx ends.
+func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) {
+	var peers, addrs <-chan struct{}
+	if r.pods != nil {
+		peers = r.pods.w.Changes()
+		var err error
+		if addrs, err = r.nl.WatchAddrs(ctx, ""); err != nil {
+			r.log.Warn("address changes are not followed; after renumbering this node, send SIGHUP", "error", err)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.reload(ctx, "SIGHUP", true)
+		case <-peers:
+			r.reload(ctx, "the workload's pods changed", false)
+		case _, ok := <-addrs:
+			if !ok {
+				addrs = nil
+				continue
+			}
+			// Let a burst of changes end, then look once.
+			t := time.NewTimer(settle)
+			for settled := false; !settled; {
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-addrs:
+					t.Reset(settle)
+				case <-t.C:
+					settled = true
+				}
+			}
+			r.reload(ctx, "this node's addresses changed", false)
+		}
+	}
+}
+
+// reload plans again (the settings, which re-reads /etc/sysconfig/keepalived;
+// the node's interface and addresses; the scripts; the peers) and, when
+// the plan differs or force is set, rewrites keepalived.conf, points the
+// built-in check, the split-brain guard and the bridge at the new plan and
+// reloads keepalived. A plan that no longer validates is logged and the
+// running configuration kept.
+func (r *reloader) reload(ctx context.Context, why string, force bool) {
+	var members []netip.Addr
+	if r.pods != nil {
+		var ok bool
+		if members, ok = r.pods.members(); !ok {
+			r.log.Warn("the watch does not show this pod: keeping the running peers", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
+			members = peersOf(r.current)
+		}
+	}
+	p, err := planWith(r.nl, members)
+	if err != nil {
+		r.log.Error("reload refused, keeping the running configuration", "reason", why, "error", err)
+		return
+	}
+	if r.pods != nil {
+		if p.Node.Interface != r.current.Node.Interface {
+			r.log.Warn("the VRRP interface changed: stopping keepalived (its VIPs are handed over) so that the pod starts again on the new one",
+				"from", r.current.Node.Interface, "to", p.Node.Interface)
+			r.stop(fmt.Errorf("%w from %s to %s", errInterfaceChanged, r.current.Node.Interface, p.Node.Interface))
+			return
+		}
+		if src := p.SourceAddrs(); !slices.Equal(src, r.current.SourceAddrs()) {
+			// The others must list the new address before keepalived
+			// sends from it (they ignore adverts from other sources).
+			pctx, cancel := context.WithTimeout(ctx, publishWait)
+			err := r.pods.w.Publish(pctx, src)
+			cancel()
+			if err != nil {
+				r.log.Warn("this node's new address is not published yet; keepalived sends from it anyway", "addresses", fmt.Sprint(src), "error", err)
+			}
+		}
+	}
+	if r.relay != nil {
+		r.relay.SetActive(bridgeState(p.Config, r.pods.unpublished()))
+	}
+	if !force && bytes.Equal(p.Text, r.current.Text) {
+		return
+	}
+	if err := p.Write(); err != nil {
+		r.log.Error("reload failed", "reason", why, "error", err)
+		return
+	}
+	r.chk.replan(p)
+	r.guard.Replan(p)
+	if r.relay != nil {
+		r.relay.Replan(p)
+	}
+	switch err := r.sup.Reload(); {
+	case errors.Is(err, supervisor.ErrNotRunning):
+		// keepalived is being restarted: it reads the new file at its start.
+	case err != nil:
+		r.log.Error("reload failed", "reason", why, "error", err)
+		return
+	}
+	r.current = p
+	attrs := []any{"reason", why, "instances", len(p.Instances)}
+	if r.pods != nil {
+		added, removed := r.pods.apply(p)
+		attrs = append(attrs, "peers", fmt.Sprint(peersOf(p)), "added", fmt.Sprint(added), "removed", fmt.Sprint(removed))
+	}
+	r.log.Info("reloaded keepalived", attrs...)
+}
