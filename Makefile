@@ -7,6 +7,13 @@ GO      ?= go
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin/ipfailover
 FUZZTIME ?= 20s
+# make chaos: the seed of the fault schedule (empty: a random one, printed),
+# the run's length, the fleet's advert interval (empty: 1 s), and where:
+# lab (network namespaces) or kube (the real cluster of test/kube).
+SEED ?=
+DURATION ?= 3m
+ADVERT_INTERVAL ?=
+TARGET ?= lab
 
 # Linters, pinned. They are built once per machine into the Go path (a
 # fresh machine spends about 2.5 minutes on golangci-lint) and reused by
@@ -25,7 +32,7 @@ PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/[a-z]+)$$
 
-.PHONY: all build deps test e2e demo bench fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
+.PHONY: all build deps test e2e demo bench chaos fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -55,6 +62,13 @@ demo: deps
 # Kubernetes binaries and the image.
 bench: deps kube-bins image
 	$(GO) run ./cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
+
+# chaos runs the fleet under the faults the seed draws while a client probes
+# every VIP, and writes out/chaos/seed-N/report.md and a timeline per VIP;
+# it fails when a limit or an invariant is broken. TARGET=kube runs it on a
+# real cluster (it needs the Kubernetes binaries and the image).
+chaos: deps $(if $(filter kube,$(TARGET)),kube-bins image)
+	$(GO) run ./cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)" -target $(TARGET) -kube-bin $(KUBE_BIN) -image $(IMAGE)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)

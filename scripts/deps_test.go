@@ -42,6 +42,8 @@ var resolved = map[string]struct {
 	"internal/supervisor/supervisor_test.go: fakeBinary":                    {nil, "the fake keepalived the test builds"},
 	"internal/supervisor/testdata/fakekeepalived/main.go: os.Executable(…)": {nil, "the fake keepalived forking itself"},
 	"iptables/nft.go: n.Path":                                               {[]string{"nft"}, "NewNFTCmd finds nft on PATH"},
+	"test/chaos/lab.go: t.o.Binary":                                         {nil, "the ipfailover binary cmd/chaos builds"},
+	"test/chaos/lab.go: t.o.Self":                                           {nil, "cmd/chaos's own executable (the nodes' service)"},
 	"test/bench/rollout.go: r.o.Binary":                                     {nil, "the ipfailover binary cmd/bench builds"},
 	"test/bench/bench.go: r.o.Binary":                                       {nil, "the ipfailover binary cmd/bench builds"},
 	"test/bench/migrate.go: r.o.Binary":                                     {nil, "the ipfailover binary cmd/bench builds"},

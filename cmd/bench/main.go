@@ -19,14 +19,21 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/bench"
+	"github.com/ipfailover/ipfailover/test/chaos"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 func main() {
+	// The chaos phase's nodes run this program as their service.
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		os.Exit(lab.ServeName(os.Args[2:]))
+	}
 	level := new(slog.LevelVar)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if err := run(log, level); err != nil {
@@ -45,9 +52,10 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, scale, image, kube (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, scale, image, kube, chaos (default all)")
 	image := flag.String("image", "localhost/ipfailover:dev", "the image whose size the image rows report, read with podman when it exists (empty: no image rows), and that the kube phase runs")
 	kubeBin := flag.String("kube-bin", "bin/kube", "the Kubernetes binaries of the kube phase (make kube-bins)")
+	chaosFor := flag.Duration("chaos-for", 2*time.Minute, "length of the chaos phase's mixed run")
 	var nodeEnv envList
 	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
 	debug := flag.Bool("debug", false, "log every change of the VIP holders while a fleet converges")
@@ -56,7 +64,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		level.Set(slog.LevelDebug)
 	}
 	if *quick {
-		*rounds, *scale, *scrapeFor, *cpuFor = 1, false, time.Second, 3*time.Second
+		*rounds, *scale, *scrapeFor, *cpuFor, *chaosFor = 1, false, time.Second, 3*time.Second, time.Minute
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the bench builds network namespaces: run it as root")
@@ -75,6 +83,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "ipfailover")
+	began := time.Now()
 	commit, dirty := gitCommit(ctx)
 	if *binary != "" {
 		// Copied under the name the startup watch looks for.
@@ -110,6 +119,14 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	if rep == nil {
 		return runErr
 	}
+	if runErr == nil && (*only == "" || slices.Contains(o.Phases, "chaos")) {
+		rows, err := mixedRun(ctx, log, dir, bin, *chaosFor, commit)
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Elapsed = time.Since(began).Seconds()
+	}
 	rep.Commit, rep.Dirty = commit, dirty
 	rep.Date = time.Now().UTC()
 	rep.Host, _ = os.Hostname()
@@ -135,6 +152,36 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		log.Info("wrote", "path", *out, "table", md, "elapsed", time.Duration(rep.Elapsed*float64(time.Second)).Round(time.Second))
 	}
 	return runErr
+}
+
+// benchSeed is the seed of the chaos phase: the same faults in every
+// bench run, so its rows compare between commits.
+const benchSeed = 1
+
+// mixedRun is the chaos phase: a short run of seed benchSeed's faults on
+// the lab, as make chaos runs it, turned into the table's rows. Its report
+// and pictures go to out/bench-chaos.
+func mixedRun(ctx context.Context, log *slog.Logger, dir, bin string, d time.Duration, commit string) ([]bench.Row, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		return nil, err
+	}
+	// The nodes' /tmp is their own: the service lives beside ipfailover.
+	svc := filepath.Join(dir, "bench")
+	if err := os.WriteFile(svc, b, 0o755); err != nil {
+		return nil, err
+	}
+	log.Info("chaos phase", "seed", benchSeed, "duration", d)
+	res, err := chaos.Run(ctx, chaos.Options{Seed: benchSeed, Duration: d, Binary: bin, Self: svc, Out: filepath.Join("out", "bench-chaos"), Commit: commit})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("chaos phase over", "report", res.Report, "pass", res.Pass())
+	return res.BenchRows(), nil
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo.

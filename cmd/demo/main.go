@@ -18,17 +18,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
+
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		os.Exit(serve(os.Args[2:]))
+		os.Exit(lab.ServeName(os.Args[2:]))
 	}
 	verbose := flag.Bool("v", false, "stream every node's output and the lab's steps")
 	flag.Usage = func() {
@@ -55,27 +54,4 @@ func main() {
 		fmt.Fprintf(os.Stderr, "\ndemo: FAILED: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-// serve is the monitored service of a node: it answers every request with
-// the node's name. The node's ipfailover checks it with a TCP connect.
-func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	listen := fs.String("listen", ":8080", "address to listen on")
-	name := fs.String("name", "", "name to answer with")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, *name)
-	})
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("serving", "address", *listen, "name", *name)
-	if err := srv.ListenAndServe(); err != nil {
-		log.Error("serve", "address", *listen, "error", err)
-		return 1
-	}
-	return 0
 }

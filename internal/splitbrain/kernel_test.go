@@ -465,3 +465,58 @@ func TestKernelAnnounces(t *testing.T) {
 		return strings.Contains(neigh(v4), nodeMAC.HardwareAddr.String()) && strings.Contains(neigh(v6), nodeMAC.HardwareAddr.String())
 	})
 }
+
+// TestKernelProbesLeaveClientsAlone: a node that died with its addresses
+// (its kernel still answers for an IPv6 VIP this node now holds) answers
+// this node's probes, and the duplicate shows, but a client on the link
+// goes on sending the VIP's packets to this node. A duplicate address
+// detection probe, from the unspecified address, would have the other
+// kernel answer all nodes with the override flag, and the client would
+// follow it to the dead node (make chaos: the IPv6 VIP unreachable for as
+// long as the node was dead).
+func TestKernelProbesLeaveClientsAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make the lab's namespaces")
+	}
+	c, err := lab.New(t.Context(), lab.Options{Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	node, dead := c.Nodes[0], c.Nodes[1]
+	v6 := netip.MustParseAddr("2001:db8::100")
+	for _, n := range []*lab.Node{node, dead} {
+		if out, err := n.Exec(t.Context(), "ip", "addr", "add", v6.String()+"/128", "dev", "eth0", "nodad"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	nodeMAC, err := node.MAC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client follows this node, as after its gratuitous announcement.
+	if out, err := c.Client.Exec(t.Context(), "ip", "-6", "neigh", "replace", v6.String(), "lladdr", nodeMAC.String(), "nud", "reachable", "dev", "eth0"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	ns, err := netns.GetFromName(node.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	p := &pair{node: node.Netns, peer: dead.Netns}
+	if p.nl, err = host.NewNetlinkAt(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.nl.Close)
+	g, _ := p.guard(t, config.Raw{VirtualIPs: v6.String()})
+	waitUntil(t, "the duplicate", func() bool { return len(g.Snapshot().Duplicates[v6]) == 1 })
+	// A few more rounds and contest probes.
+	time.Sleep(time.Second)
+	out, err := c.Client.Exec(t.Context(), "ip", "-6", "neigh", "show", v6.String(), "dev", "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), nodeMAC.String()) {
+		t.Errorf("the client's entry for %s is %q, want this node's MAC %s", v6, strings.TrimSpace(string(out)), nodeMAC)
+	}
+}

@@ -32,6 +32,7 @@ const (
 	icmpv6NS      = 135
 	icmpv6NA      = 136
 	nsLen         = 24 // type, code, checksum, reserved, target
+	optSourceLL   = 1  // the source link-layer address option
 	optTargetLL   = 2  // the target link-layer address option
 	// The flags of a neighbour advertisement (RFC 4861 4.4).
 	naRouter   = 0x80
@@ -124,6 +125,41 @@ func nsProbe(mac net.HardwareAddr, vip netip.Addr) ([]byte, net.HardwareAddr, er
 	msg[0] = icmpv6NS
 	target := vip.As16()
 	copy(msg[8:24], target[:])
+	binary.BigEndian.PutUint16(msg[2:4], icmpv6Checksum(ip[8:24], ip[24:40], msg))
+	return b, groupMAC, nil
+}
+
+// nsQuestion asks who else has vip, a VIP this node holds: a neighbour
+// solicitation from src, the node's link-local address, to vip's
+// solicited-node group, with mac in the source link-layer address option.
+// A host that has vip answers this node alone, with a solicited
+// advertisement (RFC 4861 7.2.4); nobody else learns anything about vip.
+// (A duplicate address detection probe, from the unspecified address, is
+// answered to all nodes with the override flag: every client on the link
+// would send vip's packets to the host that answered, a dead node's kernel
+// that still has the address, say, rather than to this node.) It returns
+// the frame and its destination MAC.
+func nsQuestion(mac net.HardwareAddr, src, vip netip.Addr) ([]byte, net.HardwareAddr, error) {
+	if len(mac) != 6 || !vip.Is6() || vip.Is4In6() || !src.Is6() || src.Is4In6() {
+		return nil, nil, fmt.Errorf("building the neighbour solicitation for %s from %s %s: needs IPv6 addresses and an Ethernet MAC", vip, src, mac)
+	}
+	const msgLen = nsLen + 8
+	group, groupMAC := solicitedNode(vip)
+	b := make([]byte, ethHeaderLen+ipv6HeaderLen+msgLen)
+	ethernet(b, groupMAC, mac, ethTypeIPv6)
+	ip := b[ethHeaderLen:]
+	ip[0] = 6 << 4
+	binary.BigEndian.PutUint16(ip[4:6], msgLen)
+	ip[6], ip[7] = protoICMPv6, 255
+	s, dst := src.As16(), group.As16()
+	copy(ip[8:24], s[:])
+	copy(ip[24:40], dst[:])
+	msg := ip[ipv6HeaderLen:]
+	msg[0] = icmpv6NS
+	target := vip.As16()
+	copy(msg[8:24], target[:])
+	msg[24], msg[25] = optSourceLL, 1 // one unit of 8 bytes
+	copy(msg[26:32], mac)
 	binary.BigEndian.PutUint16(msg[2:4], icmpv6Checksum(ip[8:24], ip[24:40], msg))
 	return b, groupMAC, nil
 }

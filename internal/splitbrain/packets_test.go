@@ -3,6 +3,7 @@ package splitbrain
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"net"
 	"net/netip"
@@ -289,6 +290,50 @@ func TestNSProbe(t *testing.T) {
 	}
 	if sum != 0xffff {
 		t.Errorf("ICMPv6 checksum %#04x does not verify (sum %#x)", icmp.Checksum, sum)
+	}
+}
+
+// TestNSQuestion: the probe of a held IPv6 VIP comes from the node's
+// link-local address and carries its MAC, so a holder answers the node
+// alone; gopacket decodes it, and the checksum verifies with gopacket's own.
+func TestNSQuestion(t *testing.T) {
+	vip := netip.MustParseAddr("2001:db8::1f39")
+	src := netip.MustParseAddr("fe80::a")
+	frame, to, err := nsQuestion(macA, src, vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to.String() != "33:33:ff:00:1f:39" {
+		t.Errorf("destination MAC %s, want 33:33:ff:00:1f:39", to)
+	}
+	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	ip6, _ := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+	icmp, _ := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
+	ns, _ := p.Layer(layers.LayerTypeICMPv6NeighborSolicitation).(*layers.ICMPv6NeighborSolicitation)
+	if ip6 == nil || icmp == nil || ns == nil {
+		t.Fatalf("not a neighbour solicitation: %v", p)
+	}
+	if ip6.SrcIP.String() != "fe80::a" || ip6.DstIP.String() != "ff02::1:ff00:1f39" || ip6.HopLimit != 255 {
+		t.Errorf("IPv6 %s -> %s hop limit %d, want fe80::a -> ff02::1:ff00:1f39 hop limit 255", ip6.SrcIP, ip6.DstIP, ip6.HopLimit)
+	}
+	want := layers.ICMPv6Options{{Type: layers.ICMPv6OptSourceAddress, Data: []byte(macA)}}
+	if ns.TargetAddress.String() != vip.String() || len(ns.Options) != 1 || ns.Options[0].Type != want[0].Type || !bytes.Equal(ns.Options[0].Data, want[0].Data) {
+		t.Errorf("target %s options %v, want %s and %v", ns.TargetAddress, ns.Options, vip, want)
+	}
+	// gopacket computes the checksum of the same message: they agree.
+	again := &layers.ICMPv6{TypeCode: icmp.TypeCode}
+	if err := again.SetNetworkLayerForChecksum(ip6); err != nil {
+		t.Fatal(err)
+	}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true}, again, ns); err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.BigEndian.Uint16(buf.Bytes()[2:4]); got != icmp.Checksum {
+		t.Errorf("checksum %#04x, gopacket's %#04x", icmp.Checksum, got)
+	}
+	if _, _, err := nsQuestion(macA, netip.MustParseAddr("192.0.2.1"), vip); err == nil {
+		t.Error("an IPv4 source: no error")
 	}
 }
 

@@ -162,6 +162,9 @@ type Guard struct {
 	// advert readers to skip this node's own adverts.
 	ownMu sync.RWMutex
 	own   map[netip.Addr]bool
+	// linkLocal is the interface's IPv6 link-local address at the last
+	// listing (invalid: none), the source of the IPv6 probes of held VIPs.
+	linkLocal netip.Addr
 
 	foreign *foreign
 	// expect is what members' adverts look like; Replan changes it.
@@ -533,6 +536,13 @@ func (g *Guard) relist(now time.Time) {
 	g.ownMu.Lock()
 	g.own = own
 	g.ownMu.Unlock()
+	g.linkLocal = netip.Addr{}
+	for _, p := range listed {
+		if a := p.Addr(); a.Is6() && a.IsLinkLocalUnicast() && !g.isVIP[a] {
+			g.linkLocal = a
+			break
+		}
+	}
 	probe, ended := g.dup.setHeld(now, held)
 	g.send(probe)
 	g.report(ended)
@@ -571,20 +581,36 @@ func (g *Guard) filterProbes(held []netip.Addr) {
 	g.probeFilter = v4
 }
 
-// send sends the probes of vips to every host.
+// send sends the probes of vips, VIPs this node holds, to every host.
 func (g *Guard) send(vips []netip.Addr) {
 	for _, v := range vips {
-		if pf, ok := g.probes[v]; ok {
+		if pf, ok := g.heldProbe(v); ok {
 			g.write(v, pf.v6, pf.frame, pf.to, "a duplicate VIP probe")
 		}
 	}
+}
+
+// heldProbe is the probe of v, a VIP this node holds: for IPv6, a question
+// from the node's link-local address whose answer comes back to this node
+// alone (nsQuestion), while the interface has one; otherwise the probe
+// built at the start.
+func (g *Guard) heldProbe(v netip.Addr) (probeFrame, bool) {
+	pf, ok := g.probes[v]
+	if !ok || !pf.v6 || !g.linkLocal.IsValid() {
+		return pf, ok
+	}
+	frame, to, err := nsQuestion(g.mac, g.linkLocal, v)
+	if err != nil {
+		return pf, ok
+	}
+	return probeFrame{frame: frame, to: to, v6: true}, true
 }
 
 // probe sends contest probes, each to the one host it asks (to every host
 // when its MAC is unknown).
 func (g *Guard) probe(ps []probeTo) {
 	for _, p := range ps {
-		pf, ok := g.probes[p.vip]
+		pf, ok := g.heldProbe(p.vip)
 		if !ok {
 			continue
 		}
@@ -726,8 +752,13 @@ func (g *Guard) removeStray(now time.Time, v netip.Addr) {
 	// Clients may have learnt this node's MAC for the VIP. A probe for it
 	// tells the node that holds it (its guard takes a probe as a claim,
 	// finds this node silent and announces the VIP), and asks nobody else
-	// to change anything.
-	g.send([]netip.Addr{v})
+	// to change anything. For IPv6 it is a duplicate address detection
+	// probe, from the unspecified address, which the guards take for a
+	// claim; the holder's kernel answers it to all nodes, which points the
+	// clients at the holder too.
+	if pf, ok := g.probes[v]; ok {
+		g.write(v, pf.v6, pf.frame, pf.to, "a duplicate VIP probe")
+	}
 }
 
 // publish copies the loop's state for Snapshot.

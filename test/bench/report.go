@@ -23,6 +23,8 @@ const (
 	DecimalMB Unit = "MB (10^6 B)"
 	// Percent is of one CPU.
 	Percent Unit = "%"
+	// TimeShare is a share of a span of time, in percent.
+	TimeShare Unit = "% of the time"
 )
 
 // Row is one line of the table: the median and the worst of the samples,
@@ -141,6 +143,16 @@ func (r *Row) CheckWorst(target float64) {
 // PercentRow summarizes percentages of one CPU.
 func PercentRow(name string, vs []float64, note string) Row {
 	r := Row{Name: name, Unit: Percent, N: len(vs), Note: note}
+	if len(vs) == 0 {
+		return r
+	}
+	return r.summarize(vs)
+}
+
+// ShareRow summarizes shares of time, in percent (the worst is the
+// largest).
+func ShareRow(name string, vs []float64, note string) Row {
+	r := Row{Name: name, Unit: TimeShare, N: len(vs), Note: note}
 	if len(vs) == 0 {
 		return r
 	}
@@ -271,7 +283,7 @@ func format(v float64, u Unit) string {
 			return fmt.Sprintf("%.1f ms", v*1000)
 		}
 		return fmt.Sprintf("%.3f s", v)
-	case Percent:
+	case Percent, TimeShare:
 		return fmt.Sprintf("%.3f %%", v)
 	case DecimalMB:
 		return fmt.Sprintf("%.1f MB", v)

@@ -2,9 +2,12 @@ package lab
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -40,4 +43,27 @@ func (c *Cluster) Get(ctx context.Context, url string) (string, error) {
 		return string(body), fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(body), nil
+}
+
+// ServeName is a node's checked service, run as a program of its own on
+// the node (the demo and cmd/chaos run themselves with "serve"): it
+// answers every HTTP request with the node's name, so a client probing a
+// VIP learns which node holds it. args are the flags after "serve":
+// -listen ADDRESS (":8080") and -name NAME. It returns the exit code.
+func ServeName(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", ":8080", "address to listen on")
+	name := fs.String("name", "", "name to answer with")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	srv := &http.Server{Addr: *listen, ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, *name) })}
+	log.Info("serving", "address", *listen, "name", *name)
+	if err := srv.ListenAndServe(); err != nil {
+		log.Error("serve", "address", *listen, "error", err)
+		return 1
+	}
+	return 0
 }

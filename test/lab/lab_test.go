@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -515,4 +516,133 @@ func TestTCPProbe(t *testing.T) {
 	if out < 250*time.Millisecond || out > time.Second {
 		t.Errorf("outage %v, want about 300 ms", out)
 	}
+}
+
+func TestImpairDelaysAndLoses(t *testing.T) {
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Skip("ping not installed")
+	}
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := c.Nodes[0]
+	rtt := func(addr netip.Addr) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		if out, err := c.Client.Exec(ctx, "ping", "-c1", "-W5", addr.String()); err != nil {
+			t.Fatalf("ping %s: %v\n%s", addr, err, out)
+		}
+		return time.Since(t0)
+	}
+	rtt(n.Addr4) // resolve the neighbour first
+
+	imp, err := c.Impair(ctx, Impairment{Delay: 40 * time.Millisecond, Jitter: 10 * time.Millisecond, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Request and reply each cross the bridge once: at least 2 × 30 ms.
+	for _, addr := range []netip.Addr{n.Addr4, n.Addr6} {
+		if got := rtt(addr); got < 60*time.Millisecond {
+			t.Errorf("ping %s through the delayed segment took %s, want at least 60 ms", addr, got)
+		}
+	}
+	if imp.Delayed() < 4 {
+		t.Errorf("the queue delayed %d packets, want at least 4", imp.Delayed())
+	}
+	if err := imp.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	imp, err = c.Impair(ctx, Impairment{Loss: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Client.Exec(ctx, "ping", "-c1", "-W1", n.Addr4.String()); err == nil {
+		t.Errorf("ping went through a segment that loses every frame:\n%s", out)
+	}
+	if err := imp.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rtt(n.Addr4)
+	out, err := c.BridgeExec(ctx, "nft", "list", "ruleset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(out)) != "" {
+		t.Errorf("the bridge keeps rules after Restore:\n%s", out)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	if _, err := exec.LookPath("ping"); err != nil {
+		t.Skip("ping not installed")
+	}
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	ping := func(from, to *Node) error {
+		_, err := from.Exec(ctx, "ping", "-c1", "-W1", to.Addr4.String())
+		return err
+	}
+
+	// A cut link: nothing reaches the node, and it comes back.
+	if err := n1.CutLink(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ping(c.Client, n1) == nil {
+		t.Error("the client reached node1 through a cut link")
+	}
+	if err := n1.RestoreLink(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "node1 reachable again", func() bool { return ping(c.Client, n1) == nil })
+
+	// Freeze, thaw and kill every process of a node.
+	p, err := n2.Start(ctx, []string{"sleep", "600"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "sleep stopped", func() bool { return procState(t, p) == "T" })
+	if err := n2.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "sleep running", func() bool { return procState(t, p) == "S" })
+	n2.KillAll()
+	if !p.Exited() {
+		t.Error("KillAll returned with the process still running")
+	}
+
+	// One direction of a VRRP partition: only VRRP from the peer's MAC.
+	if err := n1.DropVRRPFrom(ctx, n2); err != nil {
+		t.Fatal(err)
+	}
+	tables, err := n1.Tables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "inet lab_drop_vrrp_from_node2"; !slices.Contains(tables, want) {
+		t.Errorf("node1's tables = %v, want %s", tables, want)
+	}
+	if err := ping(n2, n1); err != nil {
+		t.Errorf("ping from node2 to node1 with only VRRP dropped: %v", err)
+	}
+	if err := n1.AllowVRRPFrom(ctx, n2); err != nil {
+		t.Fatal(err)
+	}
+	if tables, err := n1.Tables(ctx); err != nil || len(tables) != 0 {
+		t.Errorf("node1's tables after AllowVRRPFrom = %v, %v; want none", tables, err)
+	}
+}
+
+func procState(t *testing.T, p *Process) string {
+	t.Helper()
+	ps, err := p.Procs()
+	if err != nil || len(ps) == 0 {
+		t.Fatalf("listing the processes of pid %d: %v", p.Pid, err)
+	}
+	return ps[0].State
 }

@@ -1,11 +1,15 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -102,6 +106,36 @@ const lateGrace = time.Second
 // goroutines or poller run late on a busy machine counts no answer that
 // came in time as lost; the wait itself ends lateGrace after within.
 func (m *socketMaker) connect(to netip.AddrPort, within time.Duration) error {
+	f, info, err := m.open(to, time.Now().Add(within+lateGrace))
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if info.Total_retrans > 0 {
+		return fmt.Errorf("connecting to %s: the SYN was sent %d more times", to, info.Total_retrans)
+	}
+	if rtt := time.Duration(info.Rtt) * time.Microsecond; rtt > within {
+		return fmt.Errorf("connecting to %s: the handshake took %v, more than %v", to, rtt, within)
+	}
+	return nil
+}
+
+// dial connects a new TCP socket to to, or fails once deadline passes, and
+// returns the connection.
+func (m *socketMaker) dial(to netip.AddrPort, deadline time.Time) (net.Conn, error) {
+	f, _, err := m.open(to, deadline)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// FileConn takes its own copy of the descriptor.
+	return net.FileConn(f)
+}
+
+// open makes a socket in the namespace and connects it to to, waiting in
+// the runtime's poller until it is connected, refused or deadline passes;
+// it returns the connected socket and its TCP_INFO.
+func (m *socketMaker) open(to netip.AddrPort, deadline time.Time) (*os.File, *unix.TCPInfo, error) {
 	var (
 		family = unix.AF_INET
 		sa     unix.Sockaddr
@@ -116,54 +150,82 @@ func (m *socketMaker) connect(to netip.AddrPort, within time.Duration) error {
 	m.reqs <- socketReq{family, reply}
 	r := <-reply
 	if r.err != nil {
-		return r.err
+		return nil, nil, r.err
 	}
 	if err := unix.Connect(r.fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		unix.Close(r.fd)
-		return err
+		return nil, nil, err
 	}
 	// A non-blocking descriptor: the file waits in the runtime's poller.
 	f := os.NewFile(uintptr(r.fd), "tcp "+to.String())
-	defer f.Close()
-	if err := f.SetWriteDeadline(time.Now().Add(within + lateGrace)); err != nil {
-		return err
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
 	var (
 		info    *unix.TCPInfo
 		connErr error
 	)
-	err = rc.Write(func(fd uintptr) bool {
-		if _, err := unix.Getpeername(int(fd)); err == nil {
-			info, connErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-			return true // connected
+	err := f.SetWriteDeadline(deadline)
+	if err == nil {
+		var rc syscall.RawConn
+		if rc, err = f.SyscallConn(); err == nil {
+			err = rc.Write(func(fd uintptr) bool {
+				if _, err := unix.Getpeername(int(fd)); err == nil {
+					info, connErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+					return true // connected
+				}
+				switch v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); {
+				case err != nil:
+					connErr = err
+				case v != 0:
+					connErr = unix.Errno(v)
+				default:
+					return false // still connecting: wait until writable
+				}
+				return true
+			})
 		}
-		switch v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); {
-		case err != nil:
-			connErr = err
-		case v != 0:
-			connErr = unix.Errno(v)
-		default:
-			return false // still connecting: wait until writable
-		}
-		return true
-	})
-	switch {
-	case err != nil:
-		return err
-	case connErr != nil:
-		return connErr
-	case info.Total_retrans > 0:
-		return fmt.Errorf("connecting to %s: the SYN was sent %d more times", to, info.Total_retrans)
 	}
-	if rtt := time.Duration(info.Rtt) * time.Microsecond; rtt > within {
-		return fmt.Errorf("connecting to %s: the handshake took %v, more than %v", to, rtt, within)
+	if err == nil {
+		err = connErr
 	}
-	return nil
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, info, nil
 }
+
+// ClientDialer is a dialer of TCP connections from the client namespace
+// that switches no thread's namespace per connection: a client that opens
+// hundreds a second, each waiting in the runtime's poller.
+type ClientDialer struct {
+	m *socketMaker
+}
+
+// ClientDialer returns a dialer from the client namespace; Close it.
+func (c *Cluster) ClientDialer() (*ClientDialer, error) {
+	m, err := newSocketMaker(c.Client.Netns)
+	if err != nil {
+		return nil, err
+	}
+	return &ClientDialer{m: m}, nil
+}
+
+// DialContext connects to address, an IP literal and a port, over TCP
+// (network "tcp", "tcp4" or "tcp6"), until ctx's deadline (at most a
+// minute).
+func (d *ClientDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	to, err := netip.ParseAddrPort(address)
+	if err != nil || !strings.HasPrefix(network, "tcp") {
+		return nil, fmt.Errorf("lab: dial %s %q: want tcp and an IP literal with a port", network, address)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Minute)
+	}
+	return d.m.dial(to, deadline)
+}
+
+// Close ends the dialer's thread.
+func (d *ClientDialer) Close() { d.m.close() }
 
 // close ends the maker's thread.
 func (m *socketMaker) close() { close(m.reqs) }

@@ -1,0 +1,359 @@
+package chaos
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Record is one fault as the nemesis carried it out.
+type Record struct {
+	Fault
+	// Began is when the fault was injected, Ended when it was undone (the
+	// link plugged back in, the programs started again...), Recovered when
+	// its nodes were back: their programs ready (/readyz), or Ended for a
+	// fault that stops nothing.
+	Began, Ended, Recovered time.Time
+	// Held are the VIPs the fault's nodes held when it began.
+	Held []netip.Addr
+	// Bound is the longest outage the VRRP timers allow the fault when it
+	// runs alone (0: none, see Limit).
+	Bound time.Duration
+	// Downs are the spans in which the fault left a node unable to hold a
+	// VIP, by node index.
+	Downs []NodeDown
+	// Notes are anything that went other than planned.
+	Notes []string
+}
+
+// NodeDown is a span in which a node could not hold a VIP.
+type NodeDown struct {
+	Node int
+	Interval
+}
+
+// Data is everything a run recorded.
+type Data struct {
+	// Start and End bound the run's measured period: probes, holders and
+	// faults within it.
+	Start, End time.Time
+	Nodes      []string
+	VIPs       []netip.Addr
+	// Probes are each VIP's probes, in the order of VIPs.
+	Probes   [][]Probe
+	Holdings Holdings
+	// Entries are the client's neighbour entries of the VIPs.
+	Entries Entries
+	Records []Record
+	// Allowance is how long after a fault's recovery its effects may
+	// still show: preemption back to the returning node takes up to 3
+	// advert intervals and its skew.
+	Allowance time.Duration
+	// Lead is how long before a fault's injection its window opens: a
+	// probe in flight when the fault begins (sent up to its deadline
+	// before) fails with it.
+	Lead time.Duration
+	// DupBound is how long a VIP may stay on two nodes after the faults
+	// that split the cluster are over: the time the split-brain detector
+	// needs to call it a duplicate.
+	DupBound time.Duration
+}
+
+// Window is the span in which an outage or a duplicate counts as the
+// record's doing: from its start (less Lead) to its recovery plus the
+// allowance.
+func (d *Data) Window(r Record) Interval {
+	return Interval{r.Began.Add(-d.Lead), r.Recovered.Add(d.Allowance)}
+}
+
+// Charge ties an outage or a duplicate to the fault it is charged to.
+type Charge struct {
+	// Record is the index of the record in Data.Records; -1 when no
+	// fault's window contains the start (unexplained).
+	Record int
+	// Overlapped is set when several faults' windows contained it, or the
+	// fault's window overlapped another's: no limit is held then.
+	Overlapped bool
+}
+
+// Analysis is what a run shows.
+type Analysis struct {
+	VIPs  []VIPResult
+	Kinds []KindResult
+	// Violations are the limits broken.
+	Violations []Violation
+	// Isolated marks the records whose window overlapped no other's.
+	Isolated []bool
+}
+
+// VIPResult is one VIP's figures over the run.
+type VIPResult struct {
+	VIP netip.Addr
+	// Probes is how many probes were sent, Failed how many failed.
+	Probes, Failed int
+	// Availability is the share of the run in no outage.
+	Availability float64
+	// Down is the summed length of the outages.
+	Down    time.Duration
+	Outages []Outage
+	Charges []Charge
+	// Held are, per outage, the part held to a limit and the limit (see
+	// measure); zero for an unexplained outage.
+	Held     []Measure
+	Doubles  []Interval
+	DCharges []Charge
+	// NoHolder is how long no node held the VIP; NoHolderHealthy how long
+	// of that some node could have held it (no fault had taken it down).
+	NoHolder, NoHolderHealthy time.Duration
+	// Twice is how long the VIP was on two nodes or more.
+	Twice time.Duration
+}
+
+// KindResult is one fault kind's figures.
+type KindResult struct {
+	Kind Kind
+	// Faults is how many ran, Isolated how many of those overlapped no
+	// other.
+	Faults, Isolated int
+	// Outages are the outages charged to faults of the kind, per VIP in
+	// the order of Data.VIPs.
+	Outages [][]time.Duration
+	// Twice is how long VIPs sat on two nodes in the kind's faults, per
+	// VIP.
+	Twice []time.Duration
+}
+
+// Measure is an outage's part held to a limit, and the limit.
+type Measure struct {
+	Got, Limit time.Duration
+}
+
+// Violation is a limit a fault broke.
+type Violation struct {
+	Record int
+	VIP    netip.Addr
+	// What names the limit: "outage", "duplicate healed", "unexplained
+	// outage", "unexplained duplicate".
+	What       string
+	Got, Limit time.Duration
+	At         time.Time
+}
+
+func (v Violation) String(d *Data) string {
+	at := fmtOffset(v.At.Sub(d.Start))
+	if v.Record < 0 {
+		return fmt.Sprintf("%s at %s on %s: %s with no fault to explain it", v.What, at, v.VIP, fmtDur(v.Got))
+	}
+	r := d.Records[v.Record]
+	return fmt.Sprintf("fault #%d (%s) at %s on %s: %s %s, limit %s", r.Index, r.Describe(d.Nodes), at, v.VIP, v.What, fmtDur(v.Got), fmtDur(v.Limit))
+}
+
+// Analyse charges every outage and duplicate to a fault and holds the
+// isolated faults to their limits.
+//
+// The rule for overlapping faults: an outage (a duplicate) is charged to
+// the faults whose window (injection to recovery plus Allowance) contains
+// its start; of several, to the one that began last, the latest change,
+// and it is then marked overlapped. A fault is isolated when its window
+// overlaps no other fault's. An outage must end within the most lenient
+// bound of the faults whose windows it meets, counted from the later of
+// its start and the last of them to begin (see measure); an outage in no
+// window is unexplained and breaks the run. A duplicate must end within
+// DupBound of the recovery of the last fault that was in progress during
+// it.
+func Analyse(d *Data) Analysis {
+	a := Analysis{Isolated: make([]bool, len(d.Records))}
+	wins := make([]Interval, len(d.Records))
+	for i, r := range d.Records {
+		wins[i] = d.Window(r)
+	}
+	for i := range d.Records {
+		a.Isolated[i] = true
+		for j := range d.Records {
+			if i != j && wins[i].Overlaps(wins[j]) {
+				a.Isolated[i] = false
+				break
+			}
+		}
+	}
+	charge := func(t time.Time) Charge {
+		c := Charge{Record: -1}
+		n := 0
+		for i := range d.Records {
+			if !wins[i].Contains(t) {
+				continue
+			}
+			n++
+			if c.Record < 0 || d.Records[i].Began.After(d.Records[c.Record].Began) {
+				c.Record = i
+			}
+		}
+		c.Overlapped = n > 1 || (c.Record >= 0 && !a.Isolated[c.Record])
+		return c
+	}
+	down := d.allDown()
+	byKind := map[Kind]*KindResult{}
+	kindOf := func(k Kind) *KindResult {
+		if byKind[k] == nil {
+			byKind[k] = &KindResult{Kind: k, Outages: make([][]time.Duration, len(d.VIPs)), Twice: make([]time.Duration, len(d.VIPs))}
+		}
+		return byKind[k]
+	}
+	for i, r := range d.Records {
+		kr := kindOf(r.Kind)
+		kr.Faults++
+		if a.Isolated[i] {
+			kr.Isolated++
+		}
+	}
+	for vi, vip := range d.VIPs {
+		ps := d.Probes[vi]
+		res := VIPResult{VIP: vip, Probes: len(ps)}
+		for _, p := range ps {
+			if !p.OK {
+				res.Failed++
+			}
+		}
+		for _, o := range Outages(ps) {
+			o2, ok := o.clip(d.Start, d.End)
+			if !ok {
+				continue
+			}
+			o.Interval = o2
+			mid := o.Start.Add(o.Len() / 2)
+			if e := EntryAt(d.Entries[vip], mid); e != "" && !slices.Contains(HoldersAt(d.Holdings[vip], mid), e) {
+				o.Stranded = e
+			}
+			c := charge(o.Start)
+			res.Outages = append(res.Outages, o)
+			res.Charges = append(res.Charges, c)
+			res.Down += o.Len()
+			if c.Record < 0 {
+				res.Held = append(res.Held, Measure{})
+				a.Violations = append(a.Violations, Violation{Record: -1, VIP: vip, What: "unexplained outage", Got: o.Len(), At: o.Start})
+				continue
+			}
+			r := d.Records[c.Record]
+			kr := kindOf(r.Kind)
+			kr.Outages[vi] = append(kr.Outages[vi], o.Len())
+			got, limit := d.measure(o.Interval, wins)
+			res.Held = append(res.Held, Measure{got, limit})
+			if got > limit {
+				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: got, Limit: limit, At: o.Start})
+			}
+		}
+		if span := d.End.Sub(d.Start); span > 0 {
+			res.Availability = 1 - float64(res.Down)/float64(span)
+		}
+		cs := d.Holdings[vip]
+		for _, dbl := range Doubles(cs, d.End) {
+			dbl, ok := dbl.clip(d.Start, d.End)
+			if !ok {
+				continue
+			}
+			c := charge(dbl.Start)
+			res.Doubles = append(res.Doubles, dbl)
+			res.DCharges = append(res.DCharges, c)
+			res.Twice += dbl.Len()
+			if c.Record >= 0 {
+				kindOf(d.Records[c.Record].Kind).Twice[vi] += dbl.Len()
+			}
+			if heal, last := d.healTime(dbl); heal > d.DupBound {
+				what := "duplicate healed"
+				if last < 0 {
+					what = "unexplained duplicate"
+				}
+				a.Violations = append(a.Violations, Violation{Record: last, VIP: vip, What: what, Got: heal, Limit: d.DupBound, At: dbl.Start})
+			}
+		}
+		nones := Nones(cs, d.End)
+		res.NoHolder = total(nones, d.Start, d.End)
+		res.NoHolderHealthy = total(subtract(nones, down), d.Start, d.End)
+		a.VIPs = append(a.VIPs, res)
+	}
+	for _, k := range allKinds() {
+		if kr := byKind[k]; kr != nil {
+			a.Kinds = append(a.Kinds, *kr)
+			delete(byKind, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(byKind)) {
+		a.Kinds = append(a.Kinds, *byKind[k])
+	}
+	return a
+}
+
+// measure holds an outage to the faults in progress: it must end within
+// the most lenient bound of the faults whose windows contain its start. A
+// change while the outage is still within that limit starts the count
+// again: a fault that begins (the backup about to take over dies too,
+// with its own bound if more lenient) or one that is undone (a frozen node
+// resumes, a node comes back: VRRP sorts the VIPs out anew). Alone, that
+// is the fault's own bound on the outage's length. It returns the part of
+// the outage held to the limit, and the limit.
+func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
+	from := o.Start
+	for i, r := range d.Records {
+		if wins[i].Contains(o.Start) {
+			limit = max(limit, r.Bound)
+		}
+	}
+	type change struct {
+		at    time.Time
+		bound time.Duration
+	}
+	var changes []change
+	for _, r := range d.Records {
+		changes = append(changes, change{r.Began, r.Bound}, change{r.Ended, r.Bound})
+	}
+	slices.SortFunc(changes, func(a, b change) int { return a.at.Compare(b.at) })
+	for _, c := range changes {
+		if c.at.After(from) && c.at.Before(o.End) && !c.at.After(from.Add(limit)) {
+			from, limit = c.at, max(limit, c.bound)
+		}
+	}
+	return o.End.Sub(from), limit
+}
+
+// healTime is how long dbl outlived the recovery of the last fault in
+// progress during it (the whole of dbl when none was), and that fault's
+// index (-1: none).
+func (d *Data) healTime(dbl Interval) (time.Duration, int) {
+	last := -1
+	var over time.Time
+	for i, r := range d.Records {
+		if !(Interval{r.Began, r.Recovered}).Overlaps(dbl) {
+			continue
+		}
+		if last < 0 || r.Recovered.After(over) {
+			last, over = i, r.Recovered
+		}
+	}
+	if last < 0 {
+		return dbl.Len(), -1
+	}
+	if over.Before(dbl.Start) {
+		over = dbl.Start
+	}
+	return dbl.End.Sub(over), last
+}
+
+// allDown are the spans in which every node was down: no node could have
+// held a VIP.
+func (d *Data) allDown() []Interval {
+	per := make([][]Interval, len(d.Nodes))
+	for _, r := range d.Records {
+		for _, nd := range r.Downs {
+			if nd.Node < len(per) {
+				per[nd.Node] = append(per[nd.Node], nd.Interval)
+			}
+		}
+	}
+	all := merge(per[0])
+	for _, is := range per[1:] {
+		all = merge(intersect(all, merge(is)))
+	}
+	return all
+}

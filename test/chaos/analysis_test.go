@@ -1,0 +1,275 @@
+package chaos
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// probes makes a probe every 10 ms from 0 to to (ms), failing inside the
+// given [start, end) spans, answered by node; an answer takes 1 ms.
+func probes(to int, node string, failing ...[2]int) []Probe {
+	var ps []Probe
+	for ms := 0; ms < to; ms += 10 {
+		p := Probe{Sent: at(ms), Done: at(ms + 1), OK: true, Node: node}
+		for _, f := range failing {
+			if ms >= f[0] && ms < f[1] {
+				p = Probe{Sent: at(ms), Done: at(ms + 250), Err: "timeout"}
+			}
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func TestOutages(t *testing.T) {
+	ps := probes(1000, "node1", [2]int{100, 150}, [2]int{500, 520})
+	ps[51].Err = "refused" // one of the second run's two failures
+	got := Outages(ps)
+	want := []Outage{
+		{Interval: Interval{at(100), at(150)}, Failed: 5, Reason: "timeout"},
+		{Interval: Interval{at(500), at(520)}, Failed: 2, Reason: "refused"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Outages (-want +got):\n%s", diff)
+	}
+	// A slow path (answers after 100 ms) does not lengthen an outage; a
+	// late answer (the VIP back only then) does not shorten it.
+	slow := []Probe{
+		{Sent: at(0), Done: at(100), OK: true},
+		{Sent: at(10), Done: at(260), Err: "timeout"},
+		{Sent: at(20), Done: at(120), OK: true},
+		{Sent: at(30), Done: at(280), Err: "timeout"},
+		{Sent: at(40), Done: at(400), OK: true},
+	}
+	got = Outages(slow)
+	if len(got) != 2 || !got[0].End.Equal(at(20)) || !got[1].End.Equal(at(300)) {
+		t.Errorf("outages on a slow path = %+v, want ending at 20 ms and at 300 ms", got)
+	}
+	// A run that lasts to the end ends with the last probe.
+	ps = probes(100, "node1", [2]int{50, 100})
+	got = Outages(ps)
+	if len(got) != 1 || !got[0].Start.Equal(at(50)) || !got[0].End.Equal(at(90+250)) {
+		t.Errorf("an outage at the end = %+v, want from 50 ms to the last probe's end (340 ms)", got)
+	}
+	if got := Outages(nil); got != nil {
+		t.Errorf("Outages(nil) = %v", got)
+	}
+}
+
+func TestSpans(t *testing.T) {
+	cs := []HolderChange{
+		{At: at(0), Holders: []string{"node1"}},
+		{At: at(100), Holders: []string{"node1", "node2"}},
+		{At: at(150), Holders: []string{"node2"}},
+		{At: at(300), Holders: []string{}},
+		{At: at(400), Holders: []string{"node1", "node3"}},
+	}
+	end := at(500)
+	for _, tc := range []struct {
+		name string
+		got  []Interval
+		want []Interval
+	}{
+		{"doubles", Doubles(cs, end), []Interval{{at(100), at(150)}, {at(400), at(500)}}},
+		{"nones", Nones(cs, end), []Interval{{at(300), at(400)}}},
+		{"held by node1", HeldBy(cs, end, "node1"), []Interval{{at(0), at(150)}, {at(400), at(500)}}},
+		{"held by node2", HeldBy(cs, end, "node2"), []Interval{{at(100), at(300)}}},
+	} {
+		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	if got := HoldersAt(cs, at(120)); !cmp.Equal(got, []string{"node1", "node2"}) {
+		t.Errorf("HoldersAt(120 ms) = %v", got)
+	}
+	if got := HoldersAt(cs, at(-1)); got != nil {
+		t.Errorf("HoldersAt before the first change = %v, want nil", got)
+	}
+}
+
+func TestIntervalSets(t *testing.T) {
+	a := []Interval{{at(0), at(100)}, {at(200), at(300)}}
+	cut := []Interval{{at(50), at(250)}}
+	if diff := cmp.Diff([]Interval{{at(0), at(50)}, {at(250), at(300)}}, subtract(a, cut)); diff != "" {
+		t.Errorf("subtract (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Interval{{at(50), at(100)}, {at(200), at(250)}}, intersect(a, cut)); diff != "" {
+		t.Errorf("intersect (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Interval{{at(0), at(300)}}, merge(append(a, cut...))); diff != "" {
+		t.Errorf("merge (-want +got):\n%s", diff)
+	}
+	if got := total(a, at(50), at(250)); got != 100*time.Millisecond {
+		t.Errorf("total clipped = %s, want 100ms", got)
+	}
+}
+
+// addrCmp compares netip.Addr values, whose fields cmp cannot see.
+var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+
+var (
+	vipA = netip.MustParseAddr("192.0.2.100")
+	vipB = netip.MustParseAddr("192.0.2.101")
+)
+
+// twoFaults is a run of 10 s over two VIPs: a node death on node1 at 1 s
+// (back at 4.5 s), which costs A an outage of 3.2 s (over its bound) and
+// leaves A on two nodes until 3.1 s; and a partition from 6 s to 7 s that
+// overlaps a service stop on node2 from 6.5 s to 8 s, during which B is
+// out for 200 ms; and an outage of A at 9.5 s that nothing explains.
+func twoFaults() *Data {
+	return &Data{
+		Start: at(0), End: at(10000),
+		Nodes: names3,
+		VIPs:  []netip.Addr{vipA, vipB},
+		Probes: [][]Probe{
+			probes(10000, "node1", [2]int{1000, 4200}, [2]int{9500, 9600}),
+			probes(10000, "node2", [2]int{6600, 6800}),
+		},
+		Holdings: Holdings{
+			vipA: {{At: at(-500), Holders: []string{"node1"}}, {At: at(4000), Holders: []string{"node1", "node2"}}, {At: at(4100), Holders: []string{"node2"}}},
+			vipB: {{At: at(-500), Holders: []string{"node2"}}, {At: at(6600), Holders: []string{}}, {At: at(6800), Holders: []string{"node3"}}},
+		},
+		Entries: Entries{
+			vipA: {{At: at(-500), Node: "node1"}, {At: at(4000), Node: "node2"}},
+		},
+		Records: []Record{
+			{Fault: Fault{Index: 1, Kind: NodeDeath, Nodes: []int{0}}, Began: at(1000), Ended: at(4500), Recovered: at(4550),
+				Bound: 3100 * time.Millisecond, Downs: []NodeDown{{0, Interval{at(1000), at(4550)}}}},
+			{Fault: Fault{Index: 2, Kind: Partition, Nodes: []int{1, 2}}, Began: at(6000), Ended: at(7000), Recovered: at(7000)},
+			{Fault: Fault{Index: 3, Kind: ServiceStop, Nodes: []int{1}}, Began: at(6500), Ended: at(8000), Recovered: at(8000),
+				Bound: 400 * time.Millisecond, Downs: []NodeDown{{1, Interval{at(6500), at(8000)}}}},
+		},
+		Allowance: time.Second,
+		DupBound:  3 * time.Second,
+	}
+}
+
+func TestAnalyseCharges(t *testing.T) {
+	d := twoFaults()
+	a := Analyse(d)
+	if diff := cmp.Diff([]bool{true, false, false}, a.Isolated); diff != "" {
+		t.Errorf("isolated (-want +got):\n%s", diff)
+	}
+	// A's node-death outage goes to #1, alone; A's last outage to nobody;
+	// B's outage starts in both #2's and #3's windows: #3 began last.
+	wantA := []Charge{{Record: 0}, {Record: -1}}
+	if diff := cmp.Diff(wantA, a.VIPs[0].Charges); diff != "" {
+		t.Errorf("A's charges (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Charge{{Record: 2, Overlapped: true}}, a.VIPs[1].Charges); diff != "" {
+		t.Errorf("B's charges (-want +got):\n%s", diff)
+	}
+	want := []Violation{
+		{Record: 0, VIP: vipA, What: "outage", Got: 3200 * time.Millisecond, Limit: 3100 * time.Millisecond, At: at(1000)},
+		{Record: -1, VIP: vipA, What: "unexplained outage", Got: 100 * time.Millisecond, At: at(9500)},
+		// A sat on two nodes from 4 s to 4.1 s: #1 was over by then, and
+		// no fault was in progress, so all of it counts... and is short.
+	}
+	if diff := cmp.Diff(want, a.Violations, addrCmp); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+	if got := a.VIPs[0].Twice; got != 100*time.Millisecond {
+		t.Errorf("A on two nodes %s, want 100ms", got)
+	}
+	if got, want := a.VIPs[1].NoHolder, 200*time.Millisecond; got != want {
+		t.Errorf("B without holder %s, want %s", got, want)
+	}
+	if got, want := a.VIPs[0].Availability, 1-float64(3300)/10000; got != want {
+		t.Errorf("A's availability %v, want %v", got, want)
+	}
+	var death, stop KindResult
+	for _, k := range a.Kinds {
+		switch k.Kind {
+		case NodeDeath:
+			death = k
+		case ServiceStop:
+			stop = k
+		}
+	}
+	if death.Faults != 1 || death.Isolated != 1 || len(death.Outages[0]) != 1 || len(death.Outages[1]) != 0 {
+		t.Errorf("node-death's figures = %+v", death)
+	}
+	if stop.Faults != 1 || stop.Isolated != 0 || len(stop.Outages[1]) != 1 {
+		t.Errorf("service-stop's figures = %+v", stop)
+	}
+}
+
+func TestAnalyseDuplicates(t *testing.T) {
+	d := twoFaults()
+	// B on node2 and node3 from 6.2 s, during the partition, until 11 s:
+	// 3 s after the service stop (the last fault in progress) recovered at
+	// 8 s, beyond the bound.
+	d.End = at(12000)
+	d.Holdings[vipB] = []HolderChange{{At: at(-500), Holders: []string{"node2"}}, {At: at(6200), Holders: []string{"node2", "node3"}}, {At: at(11001), Holders: []string{"node3"}}}
+	a := Analyse(d)
+	var dup []Violation
+	for _, v := range a.Violations {
+		if v.What == "duplicate healed" {
+			dup = append(dup, v)
+		}
+	}
+	want := []Violation{{Record: 2, VIP: vipB, What: "duplicate healed", Got: 3001 * time.Millisecond, Limit: 3 * time.Second, At: at(6200)}}
+	if diff := cmp.Diff(want, dup, addrCmp); diff != "" {
+		t.Errorf("duplicate violations (-want +got):\n%s", diff)
+	}
+}
+
+func TestNoHolderWhileHealthy(t *testing.T) {
+	d := twoFaults()
+	// Every node down from 6.6 s to 6.7 s: B's 200 ms without a holder
+	// count only half.
+	d.Records[1].Downs = []NodeDown{{0, Interval{at(6000), at(6700)}}, {2, Interval{at(6000), at(7000)}}}
+	a := Analyse(d)
+	if got, want := a.VIPs[1].NoHolderHealthy, 100*time.Millisecond; got != want {
+		t.Errorf("B without holder while a node could hold it: %s, want %s", got, want)
+	}
+}
+
+func TestMeasure(t *testing.T) {
+	rec := func(began, bound int) Record {
+		return Record{Began: at(began), Ended: at(began), Recovered: at(began), Bound: time.Duration(bound) * time.Millisecond}
+	}
+	for _, tc := range []struct {
+		name       string
+		recs       []Record
+		from, to   int
+		got, limit int
+	}{
+		{"alone", []Record{rec(1000, 3100)}, 1000, 4000, 3000, 3100},
+		// The backup about to take over dies 2 s later: the count starts
+		// again from its death.
+		{"second death within the limit", []Record{rec(1000, 3100), rec(3000, 3100)}, 1000, 6000, 3000, 3100},
+		// A client stranded for 10 s when another fault comes along: that
+		// fault does not forgive what was already over the limit.
+		{"a fault after the limit ran out", []Record{rec(1000, 3100), rec(9000, 3100)}, 1000, 10000, 9000, 3100},
+		// A graceful handover in progress when a node dies: the dead
+		// node's bound, the more lenient.
+		{"the most lenient", []Record{rec(1000, 100), rec(1050, 3100)}, 1100, 1300, 200, 3100},
+		// A frozen node resumes during the outage: VRRP sorts the VIPs
+		// out anew from then.
+		{"a node back", []Record{{Began: at(1000), Ended: at(3000), Recovered: at(3000), Bound: 3100 * time.Millisecond}}, 2500, 6000, 3000, 3100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Data{Records: tc.recs, Allowance: time.Second}
+			var wins []Interval
+			for _, r := range d.Records {
+				wins = append(wins, d.Window(r))
+			}
+			got, limit := d.measure(Interval{at(tc.from), at(tc.to)}, wins)
+			if want := time.Duration(tc.got) * time.Millisecond; got != want {
+				t.Errorf("held part %s, want %s", got, want)
+			}
+			if want := time.Duration(tc.limit) * time.Millisecond; limit != want {
+				t.Errorf("limit %s, want %s", limit, want)
+			}
+		})
+	}
+}

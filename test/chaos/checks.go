@@ -1,0 +1,116 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+)
+
+// Check is one invariant at the end of a run.
+type Check struct {
+	Name string
+	OK   bool
+	// Detail is what was found.
+	Detail string
+}
+
+// holderChecks: every VIP on exactly one node.
+func holderChecks(vips []netip.Addr, holders map[netip.Addr][]string) []Check {
+	var checks []Check
+	for _, v := range vips {
+		h := holders[v]
+		checks = append(checks, Check{Name: v.String() + " is held by exactly one node", OK: len(h) == 1, Detail: fmt.Sprintf("held by %v", h)})
+	}
+	return checks
+}
+
+// metricsCheck scrapes a node's /metrics and compares it with the holders:
+// ipfailover_vip_held is 1 exactly for the VIPs the node holds, keepalived
+// is MASTER (keepalived_vrrp_state 2) exactly for their instances, and no
+// VIP is reported on two nodes (ipfailover_vip_duplicate 0).
+func metricsCheck(ctx context.Context, hc *http.Client, node, url string, vips []netip.Addr, holders map[netip.Addr][]string, conf *keepalived.Conf) Check {
+	c := Check{Name: node + ": metrics agree with the holders (vip_held, vrrp_state, vip_duplicate)"}
+	fams, err := scrapeMetrics(ctx, hc, url)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	var wrong []string
+	held := map[string]float64{}
+	for _, m := range fams["ipfailover_vip_held"].GetMetric() {
+		held[label(m, "vip")] = m.GetGauge().GetValue()
+	}
+	state := map[string]float64{}
+	for _, m := range fams["keepalived_vrrp_state"].GetMetric() {
+		state[label(m, "name")] = m.GetGauge().GetValue()
+	}
+	for _, v := range vips {
+		holds := slices.Contains(holders[v], node)
+		want := 0.0
+		if holds {
+			want = 1
+		}
+		if got, ok := held[v.String()]; !ok || got != want {
+			wrong = append(wrong, fmt.Sprintf("ipfailover_vip_held{vip=%q} = %v, want %v", v, held[v.String()], want))
+		}
+		if conf == nil {
+			continue
+		}
+		in := conf.InstanceOf(v)
+		if in == nil {
+			wrong = append(wrong, fmt.Sprintf("no instance for %s in keepalived.conf", v))
+			continue
+		}
+		if st := state[in.Name]; (st == 2) != holds {
+			wrong = append(wrong, fmt.Sprintf("keepalived_vrrp_state{name=%q} = %v while the node %s the VIP", in.Name, st, map[bool]string{true: "holds", false: "does not hold"}[holds]))
+		}
+	}
+	for _, m := range fams["ipfailover_vip_duplicate"].GetMetric() {
+		if m.GetGauge().GetValue() != 0 {
+			wrong = append(wrong, fmt.Sprintf("ipfailover_vip_duplicate{vip=%q,mac=%q} = %v", label(m, "vip"), label(m, "mac"), m.GetGauge().GetValue()))
+		}
+	}
+	c.OK = len(wrong) == 0
+	c.Detail = strings.Join(wrong, "; ")
+	return c
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func scrapeMetrics(ctx context.Context, hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(strings.NewReader(string(body)))
+}

@@ -1,0 +1,722 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/test/kube"
+	"github.com/ipfailover/ipfailover/test/lab"
+)
+
+// The cluster's workload, as deploy/README.md tells a user to install it.
+const (
+	deployment = "deployment/ipfailover"
+	podLabel   = "ipfailover=ipfailover"
+	jobLabel   = "app=remove-ipfailover"
+)
+
+// kubeConfig is the cluster's ipfailover-config: the lab's settings.
+func kubeConfig(advert, checkInterval string) map[string]string {
+	cfg := map[string]string{}
+	for _, kv := range labEnv(advert) {
+		k, v, _ := strings.Cut(kv, "=")
+		cfg[k] = v
+	}
+	if checkInterval != "" {
+		cfg["OPENSHIFT_HA_CHECK_INTERVAL"] = checkInterval
+	}
+	return cfg
+}
+
+// kubeTarget is the real cluster of test/kube: three nodes running
+// deploy/overlays/kubernetes, each serving the checked port, the client in
+// the lab's client namespace.
+type kubeTarget struct {
+	o   Options
+	c   *kube.Cluster
+	log *slog.Logger
+	// config is the ConfigMap's data now (a config rollout changes it).
+	config map[string]string
+
+	// api is held shared by the faults that go through the API server
+	// (an admin's kubectl), and alone by its stop: a drain does not begin
+	// while the API server is down, nor does the API server stop amid one.
+	api sync.RWMutex
+
+	mu    sync.Mutex
+	svcs  map[string]*nameServer
+	locks map[string]*sync.Mutex
+	confs map[string]*keepalived.Conf
+}
+
+func newKubeTarget(ctx context.Context, o Options) (*kubeTarget, error) {
+	level := slog.LevelWarn
+	if o.Verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(o.logWriter(), &slog.HandlerOptions{Level: level}))
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "kube: bringing a cluster up in %s (Kubernetes from %s, image %s)\n", o.KubeDir, o.KubeBin, o.Image)
+	}
+	began := time.Now()
+	c, err := kube.Up(ctx, kube.Options{Dir: o.KubeDir, Bin: o.KubeBin, Images: []string{o.Image}, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "kube: cluster up in %s, nodes in network namespaces %s%s-*\n", time.Since(began).Round(100*time.Millisecond), lab.NetnsPrefix, c.State().Name)
+	}
+	t := &kubeTarget{o: o, c: c, log: log, config: kubeConfig(o.AdvertInterval, ""),
+		svcs: map[string]*nameServer{}, locks: map[string]*sync.Mutex{}}
+	for _, m := range c.Nodes {
+		t.locks[m.Name] = &sync.Mutex{}
+	}
+	return t, nil
+}
+
+func (t *kubeTarget) name() string { return "the real cluster" }
+
+func (t *kubeTarget) nodeNames() []string {
+	var names []string
+	for _, m := range t.c.Nodes {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+func (t *kubeTarget) vips() []netip.Addr { return labVIPs }
+
+func (t *kubeTarget) settings() []string {
+	var s []string
+	for k, v := range t.config {
+		s = append(s, k+"="+v)
+	}
+	slices.Sort(s)
+	return append(s, "(deploy/overlays/kubernetes, 3 replicas)")
+}
+
+func (t *kubeTarget) observed() []Observed {
+	var obs []Observed
+	for _, m := range t.c.Nodes {
+		obs = append(obs, Observed{Name: m.Name, Netns: m.Lab().Netns, Link: lab.Link})
+	}
+	return obs
+}
+
+func (t *kubeTarget) clientNetns() string { return t.c.Lab().Client.Netns }
+
+func (t *kubeTarget) dialer() (Dialer, func(), error) {
+	d, err := t.c.Lab().ClientDialer()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.DialContext, d.Close, nil
+}
+
+func (t *kubeTarget) overlay() kube.Overlay {
+	return kube.Overlay{Base: "overlays/kubernetes", Image: t.o.Image, Config: t.config, Replicas: len(t.c.Nodes)}
+}
+
+// start serves the checked port on every node, applies the overlay, waits
+// for the rollout and for the holders to settle, and reads each node's
+// keepalived.conf from its pod.
+func (t *kubeTarget) start(ctx context.Context) error {
+	for _, m := range t.c.Nodes {
+		if err := t.startService(m); err != nil {
+			return err
+		}
+	}
+	if err := t.c.Apply(ctx, t.overlay()); err != nil {
+		return err
+	}
+	if err := t.c.RolloutStatus(ctx, deployment); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := t.c.Lab().WaitStable(wctx, labVIPs, 3*advertOf(t.o.AdvertInterval)+time.Second); err != nil {
+		return fmt.Errorf("the fleet did not settle: %w", err)
+	}
+	return t.readConfigs(ctx)
+}
+
+func (t *kubeTarget) readConfigs(ctx context.Context) error {
+	pods, err := t.readyPods(ctx)
+	if err != nil {
+		return err
+	}
+	confs := map[string]*keepalived.Conf{}
+	for _, p := range pods {
+		out, err := t.c.Kubectl(ctx, "-n", kube.Namespace, "exec", p.Name, "--", "cat", configPath)
+		if err != nil {
+			return fmt.Errorf("reading %s's keepalived.conf: %w", p.Spec.NodeName, err)
+		}
+		conf, err := keepalived.Parse(out)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Spec.NodeName, err)
+		}
+		confs[p.Spec.NodeName] = conf
+	}
+	t.mu.Lock()
+	t.confs = confs
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *kubeTarget) configs() map[string]*keepalived.Conf {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.confs
+}
+
+// readyPods waits until every node runs a Ready pod, and returns them.
+func (t *kubeTarget) readyPods(ctx context.Context) ([]corev1.Pod, error) {
+	var pods []corev1.Pod
+	err := pollFor(ctx, "a Ready ipfailover pod on every node", func(ctx context.Context) error {
+		var err error
+		if pods, err = t.c.Pods(ctx, podLabel); err != nil {
+			return err
+		}
+		nodes := map[string]bool{}
+		var desc []string
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil && kube.Ready(p) {
+				nodes[p.Spec.NodeName] = true
+			}
+			desc = append(desc, fmt.Sprintf("%s on %q %s ready=%v", p.Name, p.Spec.NodeName, p.Status.Phase, kube.Ready(p)))
+		}
+		if len(nodes) != len(t.c.Nodes) || len(pods) != len(t.c.Nodes) {
+			return errors.New(strings.Join(desc, "; "))
+		}
+		return nil
+	})
+	return pods, err
+}
+
+// waitReadyz waits until m's ipfailover answers /readyz with 200.
+func (t *kubeTarget) waitReadyz(ctx context.Context, m *kube.Machine) error {
+	url := fmt.Sprintf("http://%s/readyz", netip.AddrPortFrom(m.Lab().Addr4, 9650))
+	return pollFor(ctx, m.Name+"'s /readyz", func(ctx context.Context) error {
+		_, err := t.c.Lab().Get(ctx, url)
+		return err
+	})
+}
+
+// podOn returns the pod on node.
+func (t *kubeTarget) podOn(ctx context.Context, node string) (corev1.Pod, error) {
+	pods, err := t.c.Pods(ctx, podLabel)
+	if err != nil {
+		return corev1.Pod{}, err
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+			return p, nil
+		}
+	}
+	return corev1.Pod{}, fmt.Errorf("no ipfailover pod on %s", node)
+}
+
+// nodeRunning returns the processes of a node's network namespace named
+// comm: the pod's, since it runs on the host network.
+func nodeRunning(n *lab.Node, comm string) ([]lab.Proc, error) {
+	ps, err := n.Procs()
+	if err != nil {
+		return nil, err
+	}
+	var out []lab.Proc
+	for _, p := range ps {
+		if p.Comm == comm {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (t *kubeTarget) startService(m *kube.Machine) error {
+	s, err := serveName(m.Lab().Netns, fmt.Sprintf(":%d", ServicePort), m.Name)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.svcs[m.Name] = s
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *kubeTarget) stopService(name string) {
+	t.mu.Lock()
+	s := t.svcs[name]
+	delete(t.svcs, name)
+	t.mu.Unlock()
+	if s != nil {
+		s.stop()
+	}
+}
+
+// inject carries out f on the cluster, filling rec.
+func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began func()) error {
+	var nodes []*kube.Machine
+	for _, i := range f.Nodes {
+		nodes = append(nodes, t.c.Nodes[i])
+	}
+	locked := nodes
+	if kinds[f.Kind].all {
+		locked = t.c.Nodes
+	}
+	for _, m := range locked {
+		t.locks[m.Name].Lock()
+	}
+	defer func() {
+		for _, m := range locked {
+			t.locks[m.Name].Unlock()
+		}
+	}()
+	switch f.Kind {
+	case PodDelete, Drain, Rollout, ConfigRollout:
+		t.api.RLock()
+		defer t.api.RUnlock()
+	case APIServerStop:
+		t.api.Lock()
+		defer t.api.Unlock()
+	}
+	mark := func() {
+		rec.Began = time.Now()
+		began()
+	}
+	over := func() { rec.Ended = time.Now() }
+	back := func() error {
+		if _, err := t.readyPods(ctx); err != nil {
+			return err
+		}
+		// The API's Ready lags a container restarted in place and a
+		// rebooted node's pod (its status still the old one's): the
+		// node's ipfailover itself answers when it is back.
+		for _, m := range nodes {
+			if err := t.waitReadyz(ctx, m); err != nil {
+				return err
+			}
+		}
+		rec.Recovered = time.Now()
+		for _, m := range nodes {
+			rec.Downs = append(rec.Downs, NodeDown{Node: slices.Index(t.c.Nodes, m), Interval: Interval{rec.Began, rec.Recovered}})
+		}
+		return nil
+	}
+	switch f.Kind {
+	case ServiceStop:
+		m := nodes[0]
+		mark()
+		t.stopService(m.Name)
+		if err := sleep(ctx, f.Length); err != nil {
+			return err
+		}
+		if err := t.startService(m); err != nil {
+			return err
+		}
+		over()
+		return back()
+	case KeepalivedKill:
+		m := nodes[0]
+		// A pod just back may not have started keepalived yet.
+		var ka []lab.Proc
+		if err := pollFor(ctx, m.Name+"'s keepalived", func(context.Context) error {
+			var err error
+			if ka, err = nodeRunning(m.Lab(), "keepalived"); err == nil && len(ka) < 2 {
+				err = fmt.Errorf("%s runs %d keepalived processes, want 2", m.Name, len(ka))
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		mark()
+		for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+			for _, q := range ka {
+				_ = syscall.Kill(q.Pid, sig)
+			}
+		}
+		old := map[int]bool{}
+		for _, q := range ka {
+			old[q.Pid] = true
+		}
+		if err := pollFor(ctx, m.Name+"'s new keepalived", func(context.Context) error {
+			now, err := nodeRunning(m.Lab(), "keepalived")
+			if err != nil {
+				return err
+			}
+			if len(now) < 2 || slices.ContainsFunc(now, func(q lab.Proc) bool { return old[q.Pid] }) {
+				return errors.New("not restarted yet")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		over()
+		return back()
+	case EntrypointTerm:
+		// The container's PID 1 stops; the kubelet starts it again.
+		m := nodes[0]
+		ipf, err := nodeRunning(m.Lab(), "ipfailover")
+		if err != nil {
+			return err
+		}
+		if len(ipf) != 1 {
+			return fmt.Errorf("%s runs %d ipfailover processes, want 1", m.Name, len(ipf))
+		}
+		mark()
+		if err := syscall.Kill(ipf[0].Pid, syscall.SIGTERM); err != nil {
+			return err
+		}
+		over()
+		// Ready again once the new container's /readyz answers.
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		return back()
+	case PodDelete:
+		m := nodes[0]
+		p, err := t.podOn(ctx, m.Name)
+		if err != nil {
+			return err
+		}
+		mark()
+		if err := t.c.DeletePod(ctx, p.Name); err != nil {
+			return err
+		}
+		over()
+		return back()
+	case Drain:
+		m := nodes[0]
+		mark()
+		if err := t.c.Drain(ctx, m.Name); err != nil {
+			_ = t.c.Uncordon(context.WithoutCancel(ctx), m.Name)
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := t.c.Uncordon(context.WithoutCancel(ctx), m.Name); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		over()
+		return back()
+	case NodeDeath:
+		m := nodes[0]
+		mark()
+		// The node's own service is a host program: it dies with the node.
+		t.stopService(m.Name)
+		if err := m.Die(ctx); err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := m.Boot(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		if err := t.startService(m); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		over()
+		if err := t.c.WaitNodesReady(ctx); err != nil {
+			return err
+		}
+		return back()
+	case NodeFreeze:
+		m := nodes[0]
+		mark()
+		if err := m.Freeze(); err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := m.Thaw(); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		over()
+		return back()
+	case LinkCut:
+		m := nodes[0]
+		mark()
+		if err := m.CutLink(); err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := m.RestoreLink(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		over()
+		return back()
+	case Partition, PartitionOneWay:
+		deaf, peer := nodes[0].Lab(), nodes[1].Lab()
+		mark()
+		pairs := [][2]*lab.Node{{deaf, peer}}
+		if f.Kind == Partition {
+			pairs = append(pairs, [2]*lab.Node{peer, deaf})
+		}
+		for _, p := range pairs {
+			if err := p[0].DropVRRPFrom(ctx, p[1]); err != nil {
+				return err
+			}
+		}
+		serr := sleep(ctx, f.Length)
+		for _, p := range pairs {
+			if err := p[0].AllowVRRPFrom(context.WithoutCancel(ctx), p[1]); err != nil {
+				return err
+			}
+		}
+		if serr != nil {
+			return serr
+		}
+		over()
+		rec.Recovered = rec.Ended
+		return nil
+	case Segment:
+		mark()
+		imp, err := t.c.Lab().Impair(ctx, lab.Impairment{Loss: f.Loss, Delay: f.Delay, Jitter: f.Jitter, Seed: f.seed()})
+		if err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := imp.Restore(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		over()
+		rec.Recovered = rec.Ended
+		return nil
+	case Rollout, ConfigRollout:
+		if f.Kind == ConfigRollout {
+			// The check's period, to and fro: a change every node must
+			// take, that keeps them one VRRP domain meanwhile.
+			if t.config["OPENSHIFT_HA_CHECK_INTERVAL"] == "" {
+				t.config = kubeConfig(t.o.AdvertInterval, "0.2")
+			} else {
+				t.config = kubeConfig(t.o.AdvertInterval, "")
+			}
+			if err := t.c.Apply(ctx, t.overlay()); err != nil {
+				return err
+			}
+		}
+		mark()
+		if err := t.c.RolloutRestart(ctx, deployment); err != nil {
+			return err
+		}
+		over()
+		if err := back(); err != nil {
+			return err
+		}
+		for i := range t.c.Nodes {
+			rec.Downs = append(rec.Downs, NodeDown{Node: i, Interval: Interval{rec.Began, rec.Recovered}})
+		}
+		return t.readConfigs(ctx)
+	case APIServerStop:
+		mark()
+		if err := t.c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := t.c.ControlPlane.Start(context.WithoutCancel(ctx), kube.APIServer); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		if err := t.c.WaitAPI(ctx); err != nil {
+			return err
+		}
+		over()
+		rec.Recovered = rec.Ended
+		return nil
+	}
+	return fmt.Errorf("the cluster cannot inject %s", f.Kind)
+}
+
+// settled checks the cluster at the end of a run: every VIP on exactly
+// one node, a Ready pod on every node, each node's processes ipfailover
+// and keepalived's two, the nemesis's tables gone, the metrics agreeing
+// with the holders.
+func (t *kubeTarget) settled(ctx context.Context) []Check {
+	var checks []Check
+	hs, err := t.c.Lab().HoldersOf(labVIPs)
+	if err != nil {
+		checks = append(checks, Check{Name: "the holders", Detail: err.Error()})
+	}
+	holders := map[netip.Addr][]string{}
+	for v, ns := range hs {
+		for _, n := range ns {
+			holders[v] = append(holders[v], n.Name)
+		}
+	}
+	checks = append(checks, holderChecks(labVIPs, holders)...)
+	_, err = t.readyPods(ctx)
+	checks = append(checks, Check{Name: "a Ready ipfailover pod on every node", OK: err == nil, Detail: errString(err)})
+	for _, m := range t.c.Nodes {
+		n := m.Lab()
+		var stray []string
+		addrs, _ := n.Addrs()
+		for _, a := range addrs {
+			if slices.Contains(labVIPs, a.Addr()) && !slices.Contains(holders[a.Addr()], n.Name) {
+				stray = append(stray, a.Addr().String())
+			}
+		}
+		checks = append(checks, Check{Name: m.Name + ": no stray VIP", OK: len(stray) == 0, Detail: strings.Join(stray, " ")})
+		tables, err := n.Tables(ctx)
+		var nemesis []string
+		for _, tb := range tables {
+			if strings.Contains(tb, "lab_") {
+				nemesis = append(nemesis, tb)
+			}
+		}
+		checks = append(checks, Check{Name: m.Name + ": ipfailover's table, none of the nemesis's",
+			OK: err == nil && slices.Contains(tables, "inet keepalived") && len(nemesis) == 0, Detail: fmt.Sprint(tables, errString(err))})
+		ka, kerr := nodeRunning(n, "keepalived")
+		ipf, ierr := nodeRunning(n, "ipfailover")
+		zombies := 0
+		for _, p := range append(ka, ipf...) {
+			if p.State == "Z" {
+				zombies++
+			}
+		}
+		checks = append(checks, Check{Name: m.Name + ": one ipfailover and keepalived's two processes, no zombie",
+			OK:     kerr == nil && ierr == nil && len(ka) == 2 && len(ipf) == 1 && zombies == 0,
+			Detail: fmt.Sprintf("%d ipfailover, %d keepalived, %d zombies%s", len(ipf), len(ka), zombies, errString(errors.Join(kerr, ierr)))})
+		url := fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(n.Addr4, 9650))
+		checks = append(checks, metricsCheck(ctx, t.c.Lab().HTTPClient(), m.Name, url, labVIPs, holders, t.configs()[m.Name]))
+	}
+	bt, err := t.c.Lab().BridgeTables(ctx)
+	checks = append(checks, Check{Name: "the bridge has no table left by the nemesis", OK: err == nil && len(bt) == 0, Detail: fmt.Sprint(bt, errString(err))})
+	return checks
+}
+
+// shutdown removes the workload in deploy/README.md's order: the
+// Deployment first (its pods stop gracefully; the ConfigMap and the
+// ServiceAccount stay for the Job), then the cleanup Job, then the rest. It
+// checks that no VIP, table or keepalived is left on any node, and brings
+// the cluster down.
+func (t *kubeTarget) shutdown(ctx context.Context) []Check {
+	var checks []Check
+	_, err := t.c.Kubectl(ctx, "-n", kube.Namespace, "delete", deployment, "--wait=true", "--timeout=3m")
+	if err == nil {
+		_, err = t.c.Kubectl(ctx, "-n", kube.Namespace, "wait", "--for=delete", "pod", "-l", podLabel, "--timeout=3m")
+	}
+	checks = append(checks, Check{Name: "the Deployment deleted, its pods gone", OK: err == nil, Detail: errString(err)})
+	job := kube.Overlay{Base: "cleanup/kubernetes", Image: t.o.Image, Config: t.config, Replicas: len(t.c.Nodes)}
+	err = t.c.Apply(ctx, job)
+	if err == nil {
+		_, err = t.c.Kubectl(ctx, "-n", kube.Namespace, "wait", "--for=condition=complete", "job/remove-ipfailover", "--timeout=5m")
+	}
+	checks = append(checks, Check{Name: "the cleanup Job completes", OK: err == nil, Detail: errString(err)})
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	err = errors.Join(t.c.Delete(dctx, job), t.c.Delete(dctx, t.overlay()))
+	cancel()
+	checks = append(checks, Check{Name: "kubectl delete -k of the cleanup overlay and the workload's", OK: err == nil, Detail: errString(err)})
+	for _, m := range t.c.Nodes {
+		n := m.Lab()
+		var left []string
+		addrs, _ := n.Addrs()
+		for _, a := range addrs {
+			if slices.Contains(labVIPs, a.Addr()) {
+				left = append(left, a.Addr().String())
+			}
+		}
+		if tables, err := n.Tables(ctx); err == nil && slices.Contains(tables, "inet keepalived") {
+			left = append(left, "table inet keepalived")
+		}
+		for _, comm := range []string{"keepalived", "ipfailover"} {
+			if ps, _ := nodeRunning(n, comm); len(ps) > 0 {
+				left = append(left, fmt.Sprintf("%d %s", len(ps), comm))
+			}
+		}
+		checks = append(checks, Check{Name: m.Name + ": nothing left (no VIP, no table, no keepalived or ipfailover)", OK: len(left) == 0, Detail: strings.Join(left, ", ")})
+	}
+	err = t.close()
+	checks = append(checks, Check{Name: "the cluster is removed (kube.Down)", OK: err == nil, Detail: errString(err)})
+	return checks
+}
+
+func (t *kubeTarget) close() error {
+	t.mu.Lock()
+	svcs := t.svcs
+	t.svcs = map[string]*nameServer{}
+	t.mu.Unlock()
+	for _, s := range svcs {
+		s.stop()
+	}
+	if t.c == nil {
+		return nil
+	}
+	t.c.Close()
+	t.c = nil
+	return kube.Down(context.Background(), t.o.KubeDir, t.log)
+}
+
+// kubeReadyTimeout bounds the wait for the cluster's pods to be back: a
+// rebooted node's pod takes its kubelet's restart, the image's start and
+// its readiness probes.
+const kubeReadyTimeout = 5 * time.Minute
+
+// pollFor polls try until it succeeds, for up to kubeReadyTimeout.
+func pollFor(ctx context.Context, what string, try func(context.Context) error) error {
+	deadline := time.Now().Add(kubeReadyTimeout)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("waiting for %s: %w", what, errors.Join(err, ctx.Err()))
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// nameServer is a node's checked service on the cluster: a host program
+// (here, the harness listening in the node's namespace) that answers
+// every HTTP request with the node's name.
+type nameServer struct {
+	srv *http.Server
+}
+
+func serveName(netns, address, name string) (*nameServer, error) {
+	var ln net.Listener
+	err := lab.InNetns(netns, func() error {
+		var err error
+		ln, err = net.Listen("tcp", address)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s in %s: %w", address, netns, err)
+	}
+	s := &nameServer{srv: &http.Server{ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, name) })}}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *nameServer) stop() { _ = s.srv.Close() }

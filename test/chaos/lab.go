@@ -1,0 +1,740 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/test/lab"
+)
+
+// ServicePort is the port of every node's checked service, which the
+// client probes through the VIPs.
+const ServicePort = 8080
+
+// labVIPs are the VIPs of a lab run: three IPv4 VIPs and one IPv6, each in
+// its own VRRP instance.
+var labVIPs = []netip.Addr{
+	netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101"), netip.MustParseAddr("192.0.2.102"),
+	netip.MustParseAddr("2001:db8::100"),
+}
+
+// labEnv is every lab node's ipfailover environment.
+func labEnv(advert string) []string {
+	env := []string{
+		"OPENSHIFT_HA_CONFIG_NAME=chaos",
+		"OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100-102,2001:db8::100",
+		fmt.Sprintf("OPENSHIFT_HA_MONITOR_PORT=%d", ServicePort),
+		"OPENSHIFT_HA_REPLICA_COUNT=3",
+		"OPENSHIFT_HA_NFTABLES_RULE=true",
+	}
+	if advert != "" {
+		env = append(env, "OPENSHIFT_HA_ADVERT_INTERVAL="+advert)
+	}
+	return env
+}
+
+// configPath is where ipfailover writes keepalived.conf in a node.
+const configPath = "/etc/keepalived/keepalived.conf"
+
+// labTarget is the namespace lab: three nodes running the real ipfailover
+// and keepalived, each with its checked service, and a client.
+type labTarget struct {
+	o   Options
+	c   *lab.Cluster
+	env []string
+	log *slog.Logger
+
+	// mu guards procs and surprises.
+	mu    sync.Mutex
+	procs map[*lab.Node]*nodeProcs
+	// surprises are processes that exited without the nemesis asking.
+	surprises []string
+	// locks serialise faults on a node.
+	locks map[*lab.Node]*sync.Mutex
+	confs map[string]*keepalived.Conf
+	out   map[*lab.Node]*lab.Output
+}
+
+// nodeProcs are a node's service and ipfailover, and which of their exits
+// the nemesis caused.
+type nodeProcs struct {
+	svc, ipf *lab.Process
+	expected map[*lab.Process]bool
+}
+
+func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
+	level := slog.LevelWarn
+	if o.Verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(o.logWriter(), &slog.HandlerOptions{Level: level}))
+	c, err := lab.New(ctx, lab.Options{Nodes: 3, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	t := &labTarget{o: o, c: c, env: labEnv(o.AdvertInterval), log: log,
+		procs: map[*lab.Node]*nodeProcs{}, locks: map[*lab.Node]*sync.Mutex{}, out: map[*lab.Node]*lab.Output{}}
+	for _, n := range c.Nodes {
+		t.procs[n] = &nodeProcs{expected: map[*lab.Process]bool{}}
+		t.locks[n] = &sync.Mutex{}
+		var copyTo io.Writer
+		if o.NodeOut != nil {
+			copyTo = lab.PrefixWriter(o.NodeOut, &sync.Mutex{}, n.Name+": ")
+		}
+		t.out[n] = lab.NewOutput(copyTo)
+	}
+	return t, nil
+}
+
+func (t *labTarget) name() string { return "lab" }
+
+func (t *labTarget) nodeNames() []string {
+	var names []string
+	for _, n := range t.c.Nodes {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+func (t *labTarget) vips() []netip.Addr { return labVIPs }
+
+func (t *labTarget) settings() []string { return t.env }
+
+func (t *labTarget) observed() []Observed {
+	var obs []Observed
+	for _, n := range t.c.Nodes {
+		obs = append(obs, Observed{Name: n.Name, Netns: n.Netns, Link: lab.Link})
+	}
+	return obs
+}
+
+func (t *labTarget) clientNetns() string { return t.c.Client.Netns }
+
+func (t *labTarget) dialer() (Dialer, func(), error) {
+	d, err := t.c.ClientDialer()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.DialContext, d.Close, nil
+}
+
+// start starts every node's service and ipfailover and waits until the
+// holders have settled.
+func (t *labTarget) start(ctx context.Context) error {
+	if t.o.Progress != nil {
+		fmt.Fprintf(t.o.Progress, "lab: network namespaces %s%s-* (the client %s)\n", lab.NetnsPrefix, t.c.Name, t.c.Client.Netns)
+	}
+	for _, n := range t.c.Nodes {
+		if err := t.startService(ctx, n); err != nil {
+			return err
+		}
+	}
+	for _, n := range t.c.Nodes {
+		if err := t.waitService(ctx, n); err != nil {
+			return err
+		}
+	}
+	for _, n := range t.c.Nodes {
+		if err := t.startIPFailover(ctx, n); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if _, err := t.c.WaitStable(wctx, labVIPs, 3*t.advert()); err != nil {
+		return fmt.Errorf("the fleet did not settle: %w", err)
+	}
+	t.confs = map[string]*keepalived.Conf{}
+	for _, n := range t.c.Nodes {
+		b, err := t.ipf(n).ReadFile(configPath)
+		if err != nil {
+			return fmt.Errorf("reading %s's keepalived.conf: %w", n.Name, err)
+		}
+		conf, err := keepalived.Parse(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+		t.confs[n.Name] = conf
+	}
+	return nil
+}
+
+func (t *labTarget) configs() map[string]*keepalived.Conf { return t.confs }
+
+// advert is the fleet's advert interval.
+func (t *labTarget) advert() time.Duration { return advertOf(t.o.AdvertInterval) }
+
+func (t *labTarget) ipf(n *lab.Node) *lab.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.procs[n].ipf
+}
+
+func (t *labTarget) svc(n *lab.Node) *lab.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.procs[n].svc
+}
+
+func (t *labTarget) startService(ctx context.Context, n *lab.Node) error {
+	p, err := n.Start(ctx, []string{t.o.Self, "serve", "-listen", fmt.Sprintf(":%d", ServicePort), "-name", n.Name}, nil, t.out[n])
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.procs[n].svc = p
+	t.mu.Unlock()
+	t.watch(ctx, n, p, "the service")
+	return nil
+}
+
+func (t *labTarget) startIPFailover(ctx context.Context, n *lab.Node) error {
+	p, err := n.Start(ctx, []string{t.o.Binary, "run"}, t.env, t.out[n])
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.procs[n].ipf = p
+	t.mu.Unlock()
+	t.watch(ctx, n, p, "ipfailover")
+	return nil
+}
+
+// watch notes an exit of p the nemesis did not cause, and starts the
+// program again a second later, as the kubelet would.
+func (t *labTarget) watch(ctx context.Context, n *lab.Node, p *lab.Process, what string) {
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Done():
+		}
+		t.mu.Lock()
+		np := t.procs[n]
+		expected := np.expected[p]
+		delete(np.expected, p)
+		current := np.svc == p || np.ipf == p
+		t.mu.Unlock()
+		if expected || !current || ctx.Err() != nil {
+			return
+		}
+		code, _ := p.Wait(context.Background())
+		t.mu.Lock()
+		t.surprises = append(t.surprises, fmt.Sprintf("%s on %s exited %d at %s without the nemesis stopping it", what, n.Name, code, time.Now().Format(time.StampMilli)))
+		t.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		var err error
+		if what == "ipfailover" {
+			err = t.startIPFailover(ctx, n)
+		} else {
+			err = t.startService(ctx, n)
+		}
+		if err != nil {
+			t.mu.Lock()
+			t.surprises = append(t.surprises, fmt.Sprintf("starting %s on %s again: %v", what, n.Name, err))
+			t.mu.Unlock()
+		}
+	}()
+}
+
+// expect marks p's coming exit as the nemesis's doing.
+func (t *labTarget) expect(n *lab.Node, ps ...*lab.Process) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range ps {
+		if p != nil {
+			t.procs[n].expected[p] = true
+		}
+	}
+}
+
+// waitService waits until n's service answers on the node's address.
+func (t *labTarget) waitService(ctx context.Context, n *lab.Node) error {
+	url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(n.Addr4, ServicePort))
+	return t.poll(ctx, n.Name+"'s service", func(ctx context.Context) error {
+		body, err := t.c.Get(ctx, url)
+		if err == nil && strings.TrimSpace(body) != n.Name {
+			err = fmt.Errorf("answered %q", body)
+		}
+		return err
+	})
+}
+
+// waitReady waits until n's ipfailover answers /readyz with 200.
+func (t *labTarget) waitReady(ctx context.Context, n *lab.Node) error {
+	url := fmt.Sprintf("http://%s/readyz", netip.AddrPortFrom(n.Addr4, 9650))
+	return t.poll(ctx, n.Name+"'s /readyz", func(ctx context.Context) error {
+		_, err := t.c.Get(ctx, url)
+		return err
+	})
+}
+
+// readyTimeout bounds the wait for a node's programs to be back.
+const readyTimeout = 60 * time.Second
+
+func (t *labTarget) poll(ctx context.Context, what string, try func(context.Context) error) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("waiting for %s: %w", what, errors.Join(err, ctx.Err()))
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// lock takes the faults' locks of nodes, in node order.
+func (t *labTarget) lock(nodes []*lab.Node) func() {
+	nodes = slices.Clone(nodes)
+	slices.SortFunc(nodes, func(a, b *lab.Node) int { return strings.Compare(a.Name, b.Name) })
+	for _, n := range nodes {
+		t.locks[n].Lock()
+	}
+	return func() {
+		for _, n := range nodes {
+			t.locks[n].Unlock()
+		}
+	}
+}
+
+// inject carries out f from start to end, filling rec's times and notes.
+// began is called when the fault is injected.
+func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func()) error {
+	var nodes []*lab.Node
+	for _, i := range f.Nodes {
+		nodes = append(nodes, t.c.Nodes[i])
+	}
+	if f.Kind == Rollout {
+		return t.rollout(ctx, rec, began)
+	}
+	unlock := t.lock(nodes)
+	defer unlock()
+	mark := func() {
+		rec.Began = time.Now()
+		began()
+	}
+	down := func(n *lab.Node) {
+		rec.Downs = append(rec.Downs, NodeDown{Node: slices.Index(t.c.Nodes, n), Interval: Interval{rec.Began, rec.Recovered}})
+	}
+	switch f.Kind {
+	case ServiceStop:
+		n := nodes[0]
+		p := t.svc(n)
+		t.expect(n, p)
+		mark()
+		if err := p.Kill(); err != nil {
+			return err
+		}
+		<-p.Done()
+		if err := sleep(ctx, f.Length); err != nil {
+			return err
+		}
+		if err := t.startService(ctx, n); err != nil {
+			return err
+		}
+		if err := t.waitService(ctx, n); err != nil {
+			return err
+		}
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+		down(n)
+	case KeepalivedKill:
+		n := nodes[0]
+		p := t.ipf(n)
+		ka, err := p.Find("keepalived")
+		if err != nil {
+			return err
+		}
+		if len(ka) == 0 {
+			return fmt.Errorf("%s runs no keepalived", n.Name)
+		}
+		mark()
+		// Stopped first, so the VRRP child cannot say goodbye when its
+		// parent dies.
+		for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+			for _, q := range ka {
+				_ = syscall.Kill(q.Pid, sig)
+			}
+		}
+		// Back once the supervisor started a new keepalived (new pids)
+		// and it runs every instance.
+		old := map[int]bool{}
+		for _, q := range ka {
+			old[q.Pid] = true
+		}
+		if err := t.poll(ctx, n.Name+"'s new keepalived", func(context.Context) error {
+			now, err := p.Find("keepalived")
+			if err != nil {
+				return err
+			}
+			if len(now) < 2 || slices.ContainsFunc(now, func(q lab.Proc) bool { return old[q.Pid] }) {
+				return errors.New("not restarted yet")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		rec.Ended = time.Now()
+		if err := t.waitReady(ctx, n); err != nil {
+			return err
+		}
+		rec.Recovered = time.Now()
+		down(n)
+	case EntrypointTerm:
+		n := nodes[0]
+		p := t.ipf(n)
+		t.expect(n, p)
+		mark()
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 35*time.Second)
+		code, err := p.Wait(wctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("ipfailover on %s exited %d after SIGTERM, want 0", n.Name, code))
+		}
+		if err := sleep(ctx, f.Length); err != nil {
+			return err
+		}
+		if err := t.startIPFailover(ctx, n); err != nil {
+			return err
+		}
+		rec.Ended = time.Now()
+		if err := t.waitReady(ctx, n); err != nil {
+			return err
+		}
+		rec.Recovered = time.Now()
+		down(n)
+	case NodeDeath:
+		n := nodes[0]
+		t.expect(n, t.svc(n), t.ipf(n))
+		mark()
+		n.KillAll()
+		if err := sleep(ctx, f.Length); err != nil {
+			return err
+		}
+		if err := t.startService(ctx, n); err != nil {
+			return err
+		}
+		if err := t.startIPFailover(ctx, n); err != nil {
+			return err
+		}
+		rec.Ended = time.Now()
+		if err := t.waitService(ctx, n); err != nil {
+			return err
+		}
+		if err := t.waitReady(ctx, n); err != nil {
+			return err
+		}
+		rec.Recovered = time.Now()
+		down(n)
+	case NodeFreeze:
+		n := nodes[0]
+		mark()
+		if err := n.Freeze(); err != nil {
+			return err
+		}
+		if err := sleep(ctx, f.Length); err != nil {
+			_ = n.Thaw()
+			return err
+		}
+		if err := n.Thaw(); err != nil {
+			return err
+		}
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+		down(n)
+	case LinkCut:
+		n := nodes[0]
+		mark()
+		if err := n.CutLink(ctx); err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := n.RestoreLink(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+		down(n)
+	case Partition, PartitionOneWay:
+		deaf, peer := nodes[0], nodes[1]
+		mark()
+		pairs := [][2]*lab.Node{{deaf, peer}}
+		if f.Kind == Partition {
+			pairs = append(pairs, [2]*lab.Node{peer, deaf})
+		}
+		for _, p := range pairs {
+			if err := p[0].DropVRRPFrom(ctx, p[1]); err != nil {
+				return err
+			}
+		}
+		serr := sleep(ctx, f.Length)
+		for _, p := range pairs {
+			if err := p[0].AllowVRRPFrom(context.WithoutCancel(ctx), p[1]); err != nil {
+				return err
+			}
+		}
+		if serr != nil {
+			return serr
+		}
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+	case Segment:
+		mark()
+		imp, err := t.c.Impair(ctx, lab.Impairment{Loss: f.Loss, Delay: f.Delay, Jitter: f.Jitter, Seed: f.seed()})
+		if err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		if err := imp.Restore(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+	default:
+		return fmt.Errorf("the lab cannot inject %s", f.Kind)
+	}
+	return nil
+}
+
+// rollout restarts ipfailover on every node, one at a time, each waited
+// for until /readyz answers, as deploy/'s RollingUpdate does.
+func (t *labTarget) rollout(ctx context.Context, rec *Record, began func()) error {
+	unlock := t.lock(t.c.Nodes)
+	defer unlock()
+	for i, n := range t.c.Nodes {
+		p := t.ipf(n)
+		t.expect(n, p)
+		from := time.Now()
+		if i == 0 {
+			rec.Began = from
+			began()
+		}
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 35*time.Second)
+		code, err := p.Wait(wctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("ipfailover on %s exited %d after SIGTERM, want 0", n.Name, code))
+		}
+		if err := t.startIPFailover(ctx, n); err != nil {
+			return err
+		}
+		if err := t.waitReady(ctx, n); err != nil {
+			return err
+		}
+		rec.Downs = append(rec.Downs, NodeDown{Node: i, Interval: Interval{from, time.Now()}})
+	}
+	rec.Ended = time.Now()
+	rec.Recovered = rec.Ended
+	return nil
+}
+
+// seed is the seed of a segment fault's delays.
+func (f Fault) seed() uint64 { return uint64(f.Index)*0x9e3779b97f4a7c15 + uint64(f.Start) }
+
+// surprised returns the unexpected exits so far.
+func (t *labTarget) surprised() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.surprises)
+}
+
+// hc is an HTTP client from the client's namespace.
+func (t *labTarget) hc() *http.Client { return t.c.HTTPClient() }
+
+func (t *labTarget) metricsURL(node string) string {
+	n := t.c.Node(node)
+	return fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(n.Addr4, 9650))
+}
+
+func (t *labTarget) close() error {
+	err := t.c.Close()
+	if left, lerr := t.c.Leftovers(); lerr != nil || len(left) > 0 {
+		err = errors.Join(err, lerr, fmt.Errorf("namespaces left: %v", left))
+	}
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// settled checks the cluster at the end of a run, the fleet still
+// running: every VIP on exactly one node and nowhere else, each node's
+// tables and processes what ipfailover alone makes, the metrics agreeing
+// with the holders, and no program that died on its own.
+func (t *labTarget) settled(ctx context.Context) []Check {
+	var checks []Check
+	holders := map[netip.Addr][]string{}
+	stray := []string{}
+	for _, n := range t.c.Nodes {
+		addrs, err := n.Addrs()
+		if err != nil {
+			checks = append(checks, Check{Name: "addresses of " + n.Name, Detail: err.Error()})
+			continue
+		}
+		up, _ := n.Up()
+		for _, a := range addrs {
+			if !slices.Contains(labVIPs, a.Addr()) {
+				continue
+			}
+			if !up {
+				stray = append(stray, fmt.Sprintf("%s on %s, whose link is down", a.Addr(), n.Name))
+				continue
+			}
+			holders[a.Addr()] = append(holders[a.Addr()], n.Name)
+		}
+	}
+	checks = append(checks, holderChecks(labVIPs, holders)...)
+	checks = append(checks, Check{Name: "no stray VIP (a VIP on a node whose link is down)", OK: len(stray) == 0, Detail: strings.Join(stray, "; ")})
+
+	for _, n := range t.c.Nodes {
+		tables, err := n.Tables(ctx)
+		checks = append(checks, Check{Name: n.Name + ": nftables tables are ipfailover's alone (inet keepalived)",
+			OK: err == nil && slices.Equal(tables, []string{"inet keepalived"}), Detail: fmt.Sprint(tables, errString(err))})
+	}
+	bt, err := t.c.BridgeTables(ctx)
+	checks = append(checks, Check{Name: "the bridge has no table left by the nemesis", OK: err == nil && len(bt) == 0, Detail: fmt.Sprint(bt, errString(err))})
+
+	for _, n := range t.c.Nodes {
+		ps, err := n.Procs()
+		var comms []string
+		zombies := 0
+		for _, p := range ps {
+			comms = append(comms, p.Comm)
+			if p.State == "Z" {
+				zombies++
+			}
+		}
+		slices.Sort(comms)
+		want := []string{comm(t.o.Self), comm(t.o.Binary), "keepalived", "keepalived"}
+		slices.Sort(want)
+		checks = append(checks, Check{Name: n.Name + ": processes are the service, ipfailover and keepalived's two, no zombie",
+			OK: err == nil && slices.Equal(comms, want) && zombies == 0, Detail: fmt.Sprintf("%v, %d zombies%s", comms, zombies, errString(err))})
+	}
+	for _, n := range t.c.Nodes {
+		checks = append(checks, metricsCheck(ctx, t.hc(), n.Name, t.metricsURL(n.Name), labVIPs, holders, t.confs[n.Name]))
+	}
+	s := t.surprised()
+	checks = append(checks, Check{Name: "no program exited without the nemesis stopping it", OK: len(s) == 0, Detail: strings.Join(s, "; ")})
+	return checks
+}
+
+// shutdown stops every node's ipfailover (SIGTERM: exit 0, VIPs released),
+// runs remove-failover on each (exit 0: the nftables table gone), and
+// checks that nothing of ipfailover is left on any node; then removes the
+// lab and checks no namespace is left.
+func (t *labTarget) shutdown(ctx context.Context) []Check {
+	var checks []Check
+	for _, n := range t.c.Nodes {
+		p := t.ipf(n)
+		t.expect(n, p)
+		err := p.Signal(syscall.SIGTERM)
+		code := -1
+		if err == nil {
+			wctx, cancel := context.WithTimeout(ctx, 35*time.Second)
+			code, err = p.Wait(wctx)
+			cancel()
+		}
+		checks = append(checks, Check{Name: n.Name + ": ipfailover stops on SIGTERM with exit 0", OK: err == nil && code == 0, Detail: fmt.Sprintf("exit %d%s", code, errString(err))})
+	}
+	for _, n := range t.c.Nodes {
+		out := lab.NewOutput(nil)
+		p, err := n.Start(ctx, []string{t.o.Binary, "remove-failover"}, t.env, out)
+		code := -1
+		if err == nil {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			code, err = p.Wait(wctx)
+			cancel()
+		}
+		checks = append(checks, Check{Name: n.Name + ": remove-failover exits 0", OK: err == nil && code == 0, Detail: fmt.Sprintf("exit %d%s %s", code, errString(err), lastLine(out.String()))})
+		addrs, _ := n.Addrs()
+		var vips []string
+		for _, a := range addrs {
+			if slices.Contains(labVIPs, a.Addr()) {
+				vips = append(vips, a.Addr().String())
+			}
+		}
+		tables, terr := n.Tables(ctx)
+		ps, _ := n.Procs()
+		var left []string
+		for _, q := range ps {
+			if q.Comm == "keepalived" || q.Comm == "ipfailover" {
+				left = append(left, fmt.Sprintf("%s pid %d", q.Comm, q.Pid))
+			}
+		}
+		checks = append(checks, Check{Name: n.Name + ": nothing left (no VIP, no table, no keepalived or ipfailover)",
+			OK:     len(vips) == 0 && terr == nil && len(tables) == 0 && len(left) == 0,
+			Detail: fmt.Sprintf("VIPs %v, tables %v, processes %v%s", vips, tables, left, errString(terr))})
+	}
+	err := t.close()
+	checks = append(checks, Check{Name: "the lab is removed: no namespace or process left", OK: err == nil, Detail: errString(err)})
+	return checks
+}
+
+// comm is the command name the kernel gives a process of the program at
+// path: the file name's first 15 bytes.
+func comm(path string) string {
+	name := filepath.Base(path)
+	return name[:min(len(name), 15)]
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,322 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ipfailover/ipfailover/test/bench"
+)
+
+// fmtDur prints a duration as milliseconds below a second, seconds with
+// milliseconds above.
+func fmtDur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
+	}
+	return fmt.Sprintf("%.3f s", d.Seconds())
+}
+
+// WriteMarkdown writes the run's report: the verdict, the figures per
+// fault kind and per VIP, the limits, the invariants, the pictures and the
+// faults one by one, and how it was all measured.
+func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res *Result) error {
+	d, a := res.Data, &res.Analysis
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+
+	verdict := "PASS"
+	if !res.Pass() {
+		verdict = "FAIL"
+	}
+	p("# Chaos run: seed %d, %s, %s: %s", res.Schedule.Seed, res.Schedule.Duration, target, verdict)
+	p("")
+	p("Replay: `make chaos SEED=%d DURATION=%s%s` (schedule digest `%s`; the same seed draws the same %d faults).",
+		res.Schedule.Seed, res.Schedule.Duration, advertArg(o), res.Schedule.Digest(), len(res.Schedule.Faults))
+	p("ipfailover %s on %d nodes (%s); VIPs %s; every node's environment: `%s`.",
+		o.Commit, len(d.Nodes), strings.Join(d.Nodes, ", "), vipList(d.VIPs), strings.Join(settings, " "))
+	p("Measured over %s from %s UTC: a client in its own namespace opened a TCP connection to every VIP every %s (an HTTP request answered with the node's name within %s counts); the holders are the nodes' kernels' (netlink notifications: the VIP on the node's link, the link up).",
+		fmtDur(d.End.Sub(d.Start)), d.Start.UTC().Format("2006-01-02 15:04:05.000"), ProbeInterval, ProbeDeadline)
+	if len(res.Load) > 0 {
+		p("The machine's load average (1 minute) during the run: %.1f–%.1f on %d cores; the lab shares them with whatever else runs.", slices.Min(res.Load), slices.Max(res.Load), runtime.NumCPU())
+	}
+	p("")
+
+	if !res.Pass() {
+		p("## What failed")
+		p("")
+		for _, v := range a.Violations {
+			p("- %s", v.String(d))
+		}
+		for _, pr := range res.Problems {
+			p("- %s", pr)
+		}
+		for _, c := range res.Checks {
+			if !c.OK {
+				p("- invariant: %s: %s", c.Name, c.Detail)
+			}
+		}
+		p("")
+	}
+
+	p("## Per fault kind")
+	p("")
+	p("Outages charged to the kind's faults (see the rule below), per VIP: how many, the median and the longest; and how long VIPs sat on two nodes during them.")
+	p("")
+	p("| fault kind | faults | alone | VIP | outages | median | longest | on two nodes | limit (alone) |")
+	p("|---|---|---|---|---|---|---|---|---|")
+	for _, k := range a.Kinds {
+		for vi, v := range d.VIPs {
+			os := k.Outages[vi]
+			med, longest := "-", "-"
+			if len(os) > 0 {
+				med, longest = fmtDur(bench.Median(os)), fmtDur(bench.Worst(os))
+			}
+			kind, faults, alone, lim := "", "", "", ""
+			if vi == 0 {
+				kind, faults, alone, lim = string(k.Kind), fmt.Sprint(k.Faults), fmt.Sprint(k.Isolated), limitText(k.Kind, d)
+			}
+			p("| %s | %s | %s | %s | %d | %s | %s | %s | %s |", kind, faults, alone, v, len(os), med, longest, fmtDur(k.Twice[vi]), lim)
+		}
+	}
+	p("")
+
+	p("## Per VIP, over the run")
+	p("")
+	p("| VIP | availability | down | outages | longest | probes failed | no holder | no holder while a node could hold it | on two nodes |")
+	p("|---|---|---|---|---|---|---|---|---|")
+	for _, r := range a.VIPs {
+		var longest time.Duration
+		for _, o := range r.Outages {
+			longest = max(longest, o.Len())
+		}
+		p("| %s | %.3f %% | %s | %d | %s | %d of %d | %s | %s | %s |", r.VIP, r.Availability*100, fmtDur(r.Down), len(r.Outages), fmtDur(longest),
+			r.Failed, r.Probes, fmtDur(r.NoHolder), fmtDur(r.NoHolderHealthy), fmtDur(r.Twice))
+	}
+	p("")
+
+	p("## Limits from the timers")
+	p("")
+	p("Every outage is held to the most lenient bound of the faults whose windows contain its start, counted from the last change (a fault begun or undone) while the outage was still within that bound (alone: the fault's own bound on the outage's length); by the class of the fault it is charged to:")
+	p("")
+	for _, lim := range []Limit{Graceful, FailedCheck, DeadNode} {
+		checked, alone, broken := 0, 0, 0
+		var worst time.Duration
+		var bounds []time.Duration
+		for vi := range d.VIPs {
+			r := a.VIPs[vi]
+			for oi := range r.Outages {
+				c := r.Charges[oi]
+				if c.Record < 0 || LimitOf(d.Records[c.Record].Kind) != lim {
+					continue
+				}
+				m := r.Held[oi]
+				checked++
+				if !c.Overlapped {
+					alone++
+				}
+				worst = max(worst, m.Got)
+				bounds = append(bounds, m.Limit)
+				if m.Got > m.Limit {
+					broken++
+				}
+			}
+		}
+		if checked == 0 {
+			p("- %s (%s): no outage", lim, kindsWith(lim))
+			continue
+		}
+		p("- %s (%s): %d outages (%d of faults alone), the longest held part %s, limits %s: %s", lim, kindsWith(lim), checked, alone, fmtDur(worst), boundRange(bounds), okText(broken == 0, fmt.Sprintf("%d over", broken)))
+	}
+	dups, dupBroken := 0, 0
+	var dupWorst time.Duration
+	for _, r := range a.VIPs {
+		for _, dbl := range r.Doubles {
+			dups++
+			heal, _ := d.healTime(dbl)
+			dupWorst = max(dupWorst, heal)
+			if heal > d.DupBound {
+				dupBroken++
+			}
+		}
+	}
+	p("- duplicate healed: %d times a VIP sat on two nodes, the longest %s past the end of the faults in progress, limit %s (the split-brain detector's: a first round of 2 s and a confirming one of 1 s): %s",
+		dups, fmtDur(dupWorst), fmtDur(d.DupBound), okText(dupBroken == 0, fmt.Sprintf("%d over", dupBroken)))
+	unexplained := 0
+	for _, v := range a.Violations {
+		if v.Record < 0 {
+			unexplained++
+		}
+	}
+	p("- outages and duplicates no fault explains: %s", okText(unexplained == 0, fmt.Sprintf("%d", unexplained)))
+	p("")
+
+	p("## Invariants at the end")
+	p("")
+	for _, c := range res.Checks {
+		mark := "ok"
+		if !c.OK {
+			mark = "**FAILED**"
+		}
+		detail := ""
+		if c.Detail != "" {
+			detail = ": " + c.Detail
+		}
+		p("- %s %s%s", mark, c.Name, detail)
+	}
+	p("")
+
+	p("## Timelines")
+	p("")
+	p("One picture per VIP: which node held it (a row per node), when it sat on two nodes (orange), what the client saw (green answered, red outages, drawn at least 2 pixels wide), and the faults (from injection to the nodes' recovery, stacked while they overlap).")
+	p("")
+	for i, path := range res.Pictures {
+		p("![%s](%s)", d.VIPs[i], filepath.Base(path))
+		p("")
+	}
+
+	p("## The faults")
+	p("")
+	p("Times from the start of the measurement. Planned: the schedule; began, over, back: when the nemesis injected it, undid it, and its nodes were ready again. Outages per VIP charged to it (* overlapped).")
+	p("")
+	p("| # | planned | began | over | back | fault | held | limit | outages | notes |")
+	p("|---|---|---|---|---|---|---|---|---|---|")
+	for ri, r := range d.Records {
+		var outs []string
+		for vi, v := range d.VIPs {
+			if s := outagesOf(a.VIPs[vi], ri); s != "" {
+				outs = append(outs, shortVIP(v)+" "+s)
+			}
+		}
+		lim := "-"
+		if r.Bound > 0 {
+			lim = fmtDur(r.Bound)
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", r.Index, fmtOffset(r.Start), fmtOffset(r.Began.Sub(d.Start)), fmtOffset(r.Ended.Sub(d.Start)),
+			fmtOffset(r.Recovered.Sub(d.Start)), r.Describe(d.Nodes), vipList(r.Held), lim, strings.Join(outs, ", "), strings.Join(r.Notes, "; "))
+	}
+	p("")
+
+	p("## How it is measured")
+	p("")
+	p("- **Outage**: a run of failed probes of one VIP, from the first failed probe's start to the answer of the next probe that succeeded, less the round trip of the last answer before the outage (an answer that arrives late, once the VIP is back, does not shorten it; a slow path does not lengthen it). Availability is the share of the measured time in no outage.")
+	p("- **Held**: the VIP is on a node's link and the link is up with its carrier; **on two nodes** when two hold it (a frozen node or a dead node's kernel still answers for its addresses); **no holder while a node could hold it**: no node holds it and at least one node is not down by a fault (killed, frozen, cut, its service or ipfailover stopped, until it is ready again).")
+	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
+	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last change (a fault begun or undone) while the outage was within it. A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
+		fmtDur(GracefulBound), 8, fmtDur(limitMargin), fmtDur(limitMargin), fmtDur(d.DupBound))
+	p("- **Segment**: this kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off): loss is an nftables rule in the bridge that drops that share of every frame it forwards, delay and reordering a netfilter queue in the bridge that holds each IPv4 and IPv6 packet for delay ± jitter (ARP and neighbour discovery are lost but not delayed).")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// outagesOf describes the outages of a VIP charged to record ri: each of
+// up to three, or how many, the longest and their sum.
+func outagesOf(vr VIPResult, ri int) string {
+	var os []Outage
+	overlapped := false
+	for oi, o := range vr.Outages {
+		if c := vr.Charges[oi]; c.Record == ri {
+			os = append(os, o)
+			overlapped = overlapped || c.Overlapped
+		}
+	}
+	if len(os) == 0 {
+		return ""
+	}
+	mark := ""
+	if overlapped {
+		mark = "*"
+	}
+	why := func(o Outage) string {
+		if o.Stranded != "" {
+			return o.Reason + ", the client sending to " + o.Stranded
+		}
+		return o.Reason
+	}
+	if len(os) <= 3 {
+		var s []string
+		for _, o := range os {
+			s = append(s, fmt.Sprintf("%s (%s)", fmtDur(o.Len()), why(o)))
+		}
+		return strings.Join(s, ", ") + mark
+	}
+	longest := os[0]
+	var sum time.Duration
+	for _, o := range os {
+		sum += o.Len()
+		if o.Len() > longest.Len() {
+			longest = o
+		}
+	}
+	return fmt.Sprintf("%d outages%s, the longest %s (%s), %s in all", len(os), mark, fmtDur(longest.Len()), why(longest), fmtDur(sum))
+}
+
+func advertArg(o Options) string {
+	if o.AdvertInterval == "" {
+		return ""
+	}
+	return " ADVERT_INTERVAL=" + o.AdvertInterval
+}
+
+func vipList(vs []netip.Addr) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	var s []string
+	for _, v := range vs {
+		s = append(s, v.String())
+	}
+	return strings.Join(s, " ")
+}
+
+// shortVIP is the VIP's last part, enough to tell the run's VIPs apart.
+func shortVIP(v netip.Addr) string {
+	s := v.String()
+	if i := strings.LastIndexAny(s, ".:"); i >= 0 && v.Is4() {
+		return "." + s[i+1:]
+	}
+	return s
+}
+
+func okText(ok bool, bad string) string {
+	if ok {
+		return "ok"
+	}
+	return "**" + bad + "**"
+}
+
+func kindsWith(l Limit) string {
+	var ks []string
+	for _, k := range allKinds() {
+		if LimitOf(k) == l {
+			ks = append(ks, string(k))
+		}
+	}
+	return strings.Join(ks, ", ")
+}
+
+func limitText(k Kind, d *Data) string {
+	var bounds []time.Duration
+	for _, r := range d.Records {
+		if r.Kind == k && r.Bound > 0 {
+			bounds = append(bounds, r.Bound)
+		}
+	}
+	return boundRange(bounds)
+}
+
+func boundRange(bs []time.Duration) string {
+	if len(bs) == 0 {
+		return "-"
+	}
+	lo, hi := slices.Min(bs), slices.Max(bs)
+	if lo == hi {
+		return fmtDur(lo)
+	}
+	return fmtDur(lo) + "–" + fmtDur(hi)
+}

@@ -1,0 +1,252 @@
+package chaos
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Interval is a span of time, End after Start.
+type Interval struct {
+	Start, End time.Time
+}
+
+// Len is the interval's length.
+func (i Interval) Len() time.Duration { return i.End.Sub(i.Start) }
+
+// Contains reports whether t is in [Start, End].
+func (i Interval) Contains(t time.Time) bool { return !t.Before(i.Start) && !t.After(i.End) }
+
+// Overlaps reports whether the two intervals share a moment.
+func (i Interval) Overlaps(j Interval) bool { return !i.End.Before(j.Start) && !j.End.Before(i.Start) }
+
+// clip is i within [from, to], and whether anything is left.
+func (i Interval) clip(from, to time.Time) (Interval, bool) {
+	if i.Start.Before(from) {
+		i.Start = from
+	}
+	if i.End.After(to) {
+		i.End = to
+	}
+	return i, i.End.After(i.Start)
+}
+
+// Outage is a run of failed probes of one VIP: from the first failed
+// probe's start to the answer of the first probe after it that succeeded,
+// less the round trip the path took just before the outage (so an answer
+// that came late, once the VIP was back, does not shorten the outage, and
+// a slow path does not lengthen it), but not before that probe's start.
+type Outage struct {
+	Interval
+	// Failed is how many probes failed in a row.
+	Failed int
+	// Reason is the failure most probes of the run gave (refused,
+	// timeout, ...).
+	Reason string
+	// Stranded names the node the client's neighbour entry sent the
+	// VIP's packets to in the middle of the outage, when that node did not
+	// hold the VIP then ("" otherwise): a client left behind.
+	Stranded string
+}
+
+func sortBySent(ps []Probe) []Probe {
+	ps = slices.Clone(ps)
+	slices.SortStableFunc(ps, func(a, b Probe) int { return a.Sent.Compare(b.Sent) })
+	return ps
+}
+
+// Outages finds the runs of failed probes in ps (in order of sending). A
+// run still going at the end lasts to the last probe's end.
+func Outages(ps []Probe) []Outage {
+	var out []Outage
+	var cur *Outage
+	// rtt is the answer time of the last probe that succeeded.
+	var rtt time.Duration
+	reasons := map[string]int{}
+	closeAt := func(end time.Time) {
+		cur.End = end
+		best := 0
+		for r, n := range reasons {
+			if n > best || n == best && r < cur.Reason {
+				cur.Reason, best = r, n
+			}
+		}
+		out = append(out, *cur)
+		cur = nil
+		clear(reasons)
+	}
+	for _, p := range ps {
+		switch {
+		case !p.OK && cur == nil:
+			cur = &Outage{Interval: Interval{Start: p.Sent}, Failed: 1}
+			reasons[p.Err]++
+		case !p.OK:
+			cur.Failed++
+			reasons[p.Err]++
+		case cur != nil:
+			end := p.Done.Add(-rtt)
+			if end.Before(p.Sent) {
+				end = p.Sent
+			}
+			closeAt(end)
+			rtt = p.Done.Sub(p.Sent)
+		default:
+			rtt = p.Done.Sub(p.Sent)
+		}
+	}
+	if cur != nil {
+		closeAt(ps[len(ps)-1].Done)
+	}
+	return out
+}
+
+// HolderChange is a change of the nodes that hold a VIP: from At, the VIP
+// is on Holders (names, sorted) with their link up.
+type HolderChange struct {
+	At      time.Time
+	Holders []string
+}
+
+// Holdings is the holder timeline of every VIP.
+type Holdings map[netip.Addr][]HolderChange
+
+// spans returns, for one VIP's changes up to end, the intervals in which
+// keep accepts the number of holders.
+func spans(cs []HolderChange, end time.Time, keep func(holders []string) bool) []Interval {
+	var out []Interval
+	for i, c := range cs {
+		if !keep(c.Holders) {
+			continue
+		}
+		to := end
+		if i+1 < len(cs) {
+			to = cs[i+1].At
+		}
+		if !to.After(c.At) {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].End.Equal(c.At) {
+			out[n-1].End = to
+			continue
+		}
+		out = append(out, Interval{c.At, to})
+	}
+	return out
+}
+
+// Doubles are the intervals in which the VIP was on two nodes or more.
+func Doubles(cs []HolderChange, end time.Time) []Interval {
+	return spans(cs, end, func(h []string) bool { return len(h) > 1 })
+}
+
+// Nones are the intervals in which no node held the VIP.
+func Nones(cs []HolderChange, end time.Time) []Interval {
+	return spans(cs, end, func(h []string) bool { return len(h) == 0 })
+}
+
+// HeldBy are the intervals in which node held the VIP (alone or not).
+func HeldBy(cs []HolderChange, end time.Time, node string) []Interval {
+	return spans(cs, end, func(h []string) bool { return slices.Contains(h, node) })
+}
+
+// HoldersAt returns the holders of the VIP at t.
+func HoldersAt(cs []HolderChange, t time.Time) []string {
+	var h []string
+	for _, c := range cs {
+		if c.At.After(t) {
+			break
+		}
+		h = c.Holders
+	}
+	return h
+}
+
+// EntryAt returns the node the client's entry named at t ("" for none).
+func EntryAt(es []EntryChange, t time.Time) string {
+	node := ""
+	for _, e := range es {
+		if e.At.After(t) {
+			break
+		}
+		node = e.Node
+	}
+	return node
+}
+
+// total is the summed length of the intervals, each clipped to [from, to].
+func total(is []Interval, from, to time.Time) time.Duration {
+	var sum time.Duration
+	for _, i := range is {
+		if c, ok := i.clip(from, to); ok {
+			sum += c.Len()
+		}
+	}
+	return sum
+}
+
+// subtract returns the parts of is that no interval of cut covers. cut
+// must be sorted by start.
+func subtract(is, cut []Interval) []Interval {
+	var out []Interval
+	for _, i := range is {
+		parts := []Interval{i}
+		for _, c := range cut {
+			var next []Interval
+			for _, p := range parts {
+				if !p.Overlaps(c) {
+					next = append(next, p)
+					continue
+				}
+				if c.Start.After(p.Start) {
+					next = append(next, Interval{p.Start, c.Start})
+				}
+				if c.End.Before(p.End) {
+					next = append(next, Interval{c.End, p.End})
+				}
+			}
+			parts = next
+		}
+		out = append(out, parts...)
+	}
+	return out
+}
+
+// intersect returns the parts of is that some interval of with covers.
+func intersect(is, with []Interval) []Interval {
+	var out []Interval
+	for _, i := range is {
+		for _, w := range with {
+			if !i.Overlaps(w) {
+				continue
+			}
+			s, e := i.Start, i.End
+			if w.Start.After(s) {
+				s = w.Start
+			}
+			if w.End.Before(e) {
+				e = w.End
+			}
+			if e.After(s) {
+				out = append(out, Interval{s, e})
+			}
+		}
+	}
+	return out
+}
+
+// merge sorts intervals and joins those that overlap.
+func merge(is []Interval) []Interval {
+	is = slices.Clone(is)
+	slices.SortFunc(is, func(a, b Interval) int { return a.Start.Compare(b.Start) })
+	var out []Interval
+	for _, i := range is {
+		if n := len(out); n > 0 && !i.Start.After(out[n-1].End) {
+			if i.End.After(out[n-1].End) {
+				out[n-1].End = i.End
+			}
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
