@@ -400,16 +400,14 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 	case Drain:
 		m := nodes[0]
 		mark()
-		if err := t.c.Drain(ctx, m.Name); err != nil {
-			_ = t.c.Uncordon(context.WithoutCancel(ctx), m.Name)
+		if err := hold(ctx, f.Length, func(ctx context.Context) error {
+			if err := t.c.Drain(ctx, m.Name); err != nil {
+				_ = t.c.Uncordon(context.WithoutCancel(ctx), m.Name)
+				return err
+			}
+			return nil
+		}, func(ctx context.Context) error { return t.c.Uncordon(ctx, m.Name) }); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := t.c.Uncordon(context.WithoutCancel(ctx), m.Name); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
 		return back()
@@ -418,18 +416,13 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		mark()
 		// The node's own service is a host program: it dies with the node.
 		t.stopService(m.Name)
-		if err := m.Die(ctx); err != nil {
+		if err := hold(ctx, f.Length, m.Die, func(ctx context.Context) error {
+			if err := m.Boot(ctx); err != nil {
+				return err
+			}
+			return t.startService(m)
+		}); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := m.Boot(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if err := t.startService(m); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
 		if err := t.c.WaitNodesReady(ctx); err != nil {
@@ -439,69 +432,31 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 	case NodeFreeze:
 		m := nodes[0]
 		mark()
-		if err := m.Freeze(); err != nil {
+		if err := hold(ctx, f.Length, func(context.Context) error { return m.Freeze() }, func(context.Context) error { return m.Thaw() }); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := m.Thaw(); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
 		return back()
 	case LinkCut:
 		m := nodes[0]
 		mark()
-		if err := m.CutLink(); err != nil {
+		if err := hold(ctx, f.Length, func(context.Context) error { return m.CutLink() }, m.RestoreLink); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := m.RestoreLink(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
 		return back()
 	case Partition, PartitionOneWay:
-		deaf, peer := nodes[0].Lab(), nodes[1].Lab()
 		mark()
-		pairs := [][2]*lab.Node{{deaf, peer}}
-		if f.Kind == Partition {
-			pairs = append(pairs, [2]*lab.Node{peer, deaf})
-		}
-		for _, p := range pairs {
-			if err := p[0].DropVRRPFrom(ctx, p[1]); err != nil {
-				return err
-			}
-		}
-		serr := sleep(ctx, f.Length)
-		for _, p := range pairs {
-			if err := p[0].AllowVRRPFrom(context.WithoutCancel(ctx), p[1]); err != nil {
-				return err
-			}
-		}
-		if serr != nil {
-			return serr
+		if err := partition(ctx, nodes[0].Lab(), nodes[1].Lab(), f.Kind == Partition, f.Length); err != nil {
+			return err
 		}
 		over()
 		rec.Recovered = rec.Ended
 		return nil
 	case Segment:
 		mark()
-		imp, err := t.c.Lab().Impair(ctx, lab.Impairment{Loss: f.Loss, Delay: f.Delay, Jitter: f.Jitter, Seed: f.seed()})
-		if err != nil {
+		if err := impairSegment(ctx, t.c.Lab(), f); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := imp.Restore(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
 		rec.Recovered = rec.Ended
@@ -533,15 +488,9 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		return t.readConfigs(ctx)
 	case APIServerStop:
 		mark()
-		if err := t.c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
+		if err := hold(ctx, f.Length, func(ctx context.Context) error { return t.c.ControlPlane.Stop(ctx, kube.APIServer) },
+			func(ctx context.Context) error { return t.c.ControlPlane.Start(ctx, kube.APIServer) }); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := t.c.ControlPlane.Start(context.WithoutCancel(ctx), kube.APIServer); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		if err := t.c.WaitAPI(ctx); err != nil {
 			return err
