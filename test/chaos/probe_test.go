@@ -98,11 +98,11 @@ func TestProber(t *testing.T) {
 			t.Errorf("probe %d answered %q, want here", i, pr.Node)
 		}
 	}
-	os := Outages(ps)
-	if len(os) != 1 {
-		t.Fatalf("outages = %+v, want one", os)
+	outs := Outages(ps)
+	if len(outs) != 1 {
+		t.Fatalf("outages = %+v, want one", outs)
 	}
-	o := os[0]
+	o := outs[0]
 	// Generous: a loaded machine delays the ticks, not what they see.
 	if o.Start.Before(stopped.Add(-50*time.Millisecond)) || o.End.Before(restarted) || o.End.After(restarted.Add(time.Second)) || o.Reason != "refused" {
 		t.Errorf("outage %s..%s (%s), want from about %s to after %s, refused",
@@ -174,8 +174,8 @@ func TestProberStall(t *testing.T) {
 		}
 	}
 	kept, left := (&Data{Stalls: stalls}).outsideStalls(ps)
-	if os := Outages(kept); len(os) != 0 {
-		t.Errorf("outages %+v with the stalled probes left out, want none", os)
+	if outs := Outages(kept); len(outs) != 0 {
+		t.Errorf("outages %+v with the stalled probes left out, want none", outs)
 	}
 	t.Logf("stopped %s; %d probes, %d outages counting every probe, %d timeouts left out", resumed.Sub(stopped).Round(time.Millisecond), len(ps), len(Outages(ps)), left)
 }
