@@ -38,7 +38,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("# Chaos run: seed %d, %s, %s: %s", res.Schedule.Seed, res.Schedule.Duration, target, verdict)
 	p("")
 	p("Replay: `make chaos SEED=%d DURATION=%s%s` (schedule digest `%s`; the same seed draws the same %d faults).",
-		res.Schedule.Seed, res.Schedule.Duration, advertArg(o), res.Schedule.Digest(), len(res.Schedule.Faults))
+		res.Schedule.Seed, res.Schedule.Duration, replayArgs(o), res.Schedule.Digest(), len(res.Schedule.Faults))
 	p("ipfailover %s on %d nodes (%s); VIPs %s; every node's environment: `%s`.",
 		o.Commit, len(d.Nodes), strings.Join(d.Nodes, ", "), vipList(d.VIPs), strings.Join(settings, " "))
 	p("Measured over %s from %s UTC: a client in its own namespace opened a TCP connection to every VIP every %s (an HTTP request answered with the node's name within %s counts); the holders are the nodes' kernels' (netlink notifications: the VIP on the node's link, the link up).",
@@ -306,11 +306,17 @@ func stallText(d *Data, a *Analysis) string {
 		len(d.Stalls), gap, fmtDur(longest.Len()), fmtOffset(longest.Start.Sub(d.Start)), fmtDur(total(d.Stalls, d.Start, d.End)), timeouts, fmtDur(inOutages))
 }
 
-func advertArg(o Options) string {
-	if o.AdvertInterval == "" {
-		return ""
+// replayArgs are the make variables beyond SEED and DURATION that replay
+// the run: the target and the advert interval.
+func replayArgs(o Options) string {
+	s := ""
+	if o.Target == "kube" {
+		s += " TARGET=kube"
 	}
-	return " ADVERT_INTERVAL=" + o.AdvertInterval
+	if o.AdvertInterval != "" {
+		s += " ADVERT_INTERVAL=" + o.AdvertInterval
+	}
+	return s
 }
 
 func vipList(vs []netip.Addr) string {
