@@ -198,7 +198,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 
 	p("## Timelines")
 	p("")
-	p("One picture per VIP: which node held it (a row per node), when it sat on two nodes (orange), what the client saw (green answered, red outages, drawn at least 2 pixels wide), and the faults (from injection to the nodes' recovery, stacked while they overlap).")
+	p("One picture per VIP: which node held it (a row per node), when it sat on two nodes (orange), what the client saw (green answered, red outages, drawn at least 2 pixels wide; a dark band along the foot where the client itself stalled), and the faults (from injection to the nodes' recovery, stacked while they overlap).")
 	p("")
 	for i, path := range res.Pictures {
 		p("![%s](%s)", d.VIPs[i], filepath.Base(path))
