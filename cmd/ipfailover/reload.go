@@ -118,27 +118,55 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) {
 			r.stop(fmt.Errorf("%w from %s to %s", errInterfaceChanged, r.current.Node.Interface, p.Node.Interface))
 			return
 		}
-		if src := p.SourceAddrs(); !slices.Equal(src, r.current.SourceAddrs()) {
-			// The others must list the new address before keepalived
-			// sends from it (they ignore adverts from other sources);
-			// publish it over new connections, from the new address.
-			pctx, cancel := context.WithTimeout(ctx, publishWait)
-			err := r.pods.w.Renumbered(pctx, src)
-			cancel()
-			if err != nil {
-				r.log.Warn("this node's new address is not published yet; keepalived sends from it anyway", "addresses", fmt.Sprint(src), "error", err)
-			}
-		}
 	}
+	renumbered := r.pods != nil && !slices.Equal(p.SourceAddrs(), r.current.SourceAddrs())
 	if r.relay != nil {
 		r.relay.SetActive(bridgeState(p.Config, r.pods.unpublished()))
 	}
-	if !force && bytes.Equal(p.Text, r.current.Text) {
-		return
+	if force || !bytes.Equal(p.Text, r.current.Text) {
+		if !r.apply(p, why) {
+			return
+		}
 	}
+	if renumbered {
+		r.publish(ctx, p.SourceAddrs())
+	}
+}
+
+// goodbyeLead is how long a renumbered node lets keepalived reload before
+// it publishes its new address. Reloading, keepalived ends the instances
+// whose source address changed with a priority-0 advert from the former
+// address, which the others still list; they reload for the new address
+// only once it is published. Published first, the others' reloads (which
+// reopen their sockets) would race the goodbye, lose it now and then, and
+// the VIPs would wait out a master-down interval instead of being handed
+// over. keepalived's new instances start as backups and send nothing for
+// a master-down interval (three adverts), far longer than this.
+const goodbyeLead = 100 * time.Millisecond
+
+// publish publishes this node's new source addresses over new connections
+// (the open ones leave from an address the node may no longer have), after
+// keepalived has had goodbyeLead to send its goodbyes from the former ones.
+func (r *reloader) publish(ctx context.Context, src []netip.Addr) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(goodbyeLead):
+	}
+	pctx, cancel := context.WithTimeout(ctx, publishWait)
+	err := r.pods.w.Renumbered(pctx, src)
+	cancel()
+	if err != nil {
+		r.log.Warn("this node's new address is not published yet; keepalived sends from it already", "addresses", fmt.Sprint(src), "error", err)
+	}
+}
+
+// apply writes p, points the built-in check, the split-brain guard and the
+// bridge at it, and reloads keepalived; it reports whether keepalived runs p.
+func (r *reloader) apply(p *plan.Plan, why string) bool {
 	if err := p.Write(); err != nil {
 		r.log.Error("reload failed", "reason", why, "error", err)
-		return
+		return false
 	}
 	r.chk.replan(p)
 	r.guard.Replan(p)
@@ -150,7 +178,7 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) {
 		// keepalived is being restarted: it reads the new file at its start.
 	case err != nil:
 		r.log.Error("reload failed", "reason", why, "error", err)
-		return
+		return false
 	}
 	r.current = p
 	attrs := []any{"reason", why, "instances", len(p.Instances)}
@@ -159,4 +187,5 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) {
 		attrs = append(attrs, "peers", fmt.Sprint(peersOf(p)), "added", fmt.Sprint(added), "removed", fmt.Sprint(removed))
 	}
 	r.log.Info("reloaded keepalived", attrs...)
+	return true
 }

@@ -82,8 +82,15 @@ func NewClient(userAgent string) (*Client, error) {
 	return clientFor(cfg)
 }
 
+// dialTimeout bounds a connection's set-up to the API server. client-go's
+// 30 s lets one connection attempt whose SYN went unanswered (the
+// kubernetes Service's rules being rewritten as the API server comes back)
+// hold the watch for that long, while the next attempt would have
+// connected in milliseconds.
+const dialTimeout = 5 * time.Second
+
 func clientFor(cfg *rest.Config) (*Client, error) {
-	d := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	d := connrotation.NewDialer((&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext)
 	cfg.Dial = d.DialContext
 	m, err := metadata.NewForConfig(cfg)
 	if err != nil {

@@ -68,6 +68,38 @@ func (c *Cluster) NodeStatus(ctx context.Context) (map[string]bool, error) {
 	return out, nil
 }
 
+// WaitNodesUntainted waits until every node is Ready and carries none of
+// the NoExecute taints the node controller sets on a node it has not heard
+// from (node.kubernetes.io/not-ready, node.kubernetes.io/unreachable). Past
+// that, the taint eviction controller evicts nothing more for them: every
+// eviction it was going to make is made.
+func (c *Cluster) WaitNodesUntainted(ctx context.Context) error {
+	return poll(ctx, 3*time.Minute, "every node Ready and untainted", func() (bool, error) {
+		var list corev1.NodeList
+		if err := c.KubectlJSON(ctx, &list, "get", "nodes"); err != nil {
+			return false, nil
+		}
+		ready, err := c.NodeStatus(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range c.Nodes {
+			if !ready[n.Name] {
+				return false, c.exited(n, Kubelet)
+			}
+		}
+		for _, n := range list.Items {
+			for _, taint := range n.Spec.Taints {
+				if taint.Effect == corev1.TaintEffectNoExecute &&
+					(taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable) {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+}
+
 // WatchGone watches the pods of selector in namespace and notes when each
 // is deleted from the API server, as a watching client learns it (the
 // moment a pod vanishes for every other watch). gone returns the time a

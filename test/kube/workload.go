@@ -201,8 +201,15 @@ func Ready(p corev1.Pod) bool {
 // WarningEvents lists the Warning events of every namespace that
 // happened at or after since.
 func (c *Cluster) WarningEvents(ctx context.Context, since time.Time) ([]corev1.Event, error) {
+	return c.Events(ctx, "type=Warning", since)
+}
+
+// Events lists the events of every namespace that match fieldSelector
+// (for example "reason=TaintManagerEviction") and happened at or after
+// since.
+func (c *Cluster) Events(ctx context.Context, fieldSelector string, since time.Time) ([]corev1.Event, error) {
 	var list corev1.EventList
-	if err := c.KubectlJSON(ctx, &list, "get", "events", "-A", "--field-selector", "type=Warning"); err != nil {
+	if err := c.KubectlJSON(ctx, &list, "get", "events", "-A", "--field-selector", fieldSelector); err != nil {
 		return nil, err
 	}
 	var out []corev1.Event
