@@ -131,16 +131,18 @@ func (s *scenario) output(name string) *lab.Output {
 	return out
 }
 
-// dumpTail is how many lines of each process's output a failed test logs;
-// the whole output goes to a file, so the test's own errors stay in sight.
-const dumpTail = 25
-
+// dump logs every process's output in full, each under a header that
+// names the process and the file it was also written to: a failure must
+// explain itself from the test's log alone (CI and a fresh machine keep
+// only that; a node's log cut to its tail lost the lines of the moment
+// that mattered). The test's own errors are printed before the
+// outputs by go test; .ci/run gathers them again at the end.
 func (s *scenario) dump() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir, err := os.MkdirTemp("", "ipfailover-e2e-"+strings.ReplaceAll(s.t.Name(), "/", "_")+"-")
 	if err != nil {
-		s.t.Logf("no directory for the full process outputs: %v", err)
+		s.t.Logf("no directory for the process outputs: %v", err)
 	}
 	for i, o := range s.outputs {
 		text := o.out.String()
@@ -148,18 +150,15 @@ func (s *scenario) dump() {
 			s.t.Logf("----- no output from %s -----", o.name)
 			continue
 		}
-		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+		lines := strings.Count(strings.TrimRight(text, "\n"), "\n") + 1
 		where := ""
 		if dir != "" {
 			path := filepath.Join(dir, fmt.Sprintf("%02d-%s.log", i, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(o.name)))
 			if err := os.WriteFile(path, []byte(text), 0o644); err == nil {
-				where = ", all of it in " + path
+				where = ", also in " + path
 			}
 		}
-		if len(lines) > dumpTail {
-			lines = lines[len(lines)-dumpTail:]
-		}
-		s.t.Logf("----- output of %s (last %d lines%s) -----\n%s", o.name, len(lines), where, strings.Join(lines, "\n"))
+		s.t.Logf("----- output of %s (all %d lines%s) -----\n%s\n----- end of %s -----", o.name, lines, where, strings.TrimRight(text, "\n"), o.name)
 	}
 	for _, n := range s.c.Nodes {
 		a, _ := n.Addrs()

@@ -646,3 +646,26 @@ func procState(t *testing.T, p *Process) string {
 	}
 	return ps[0].State
 }
+
+func TestParseNeighbours(t *testing.T) {
+	out := `192.0.2.12 lladdr a2:5f:36:fc:a1:93 REACHABLE 
+192.0.2.102 lladdr 5e:1b:5c:f0:04:0f DELAY 
+192.0.2.7 FAILED 
+2001:db8::101 lladdr a2:5f:36:fc:a1:93 router STALE 
+`
+	got := parseNeighbours(out)
+	want := map[netip.Addr]string{
+		netip.MustParseAddr("192.0.2.12"):    "a2:5f:36:fc:a1:93",
+		netip.MustParseAddr("192.0.2.102"):   "5e:1b:5c:f0:04:0f",
+		netip.MustParseAddr("192.0.2.7"):     "",
+		netip.MustParseAddr("2001:db8::101"): "a2:5f:36:fc:a1:93",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for a, mac := range want {
+		if m, ok := got[a]; !ok || m != mac {
+			t.Errorf("%s: got %q (listed %v), want %q", a, m, ok, mac)
+		}
+	}
+}

@@ -120,17 +120,42 @@ func (n *Node) HealVRRP(ctx context.Context, d Direction) error {
 // NeighbourMAC returns the MAC of the node's neighbour entry for addr on
 // eth0 ("" when it has none): where it sends packets for addr.
 func (n *Node) NeighbourMAC(ctx context.Context, addr netip.Addr) (string, error) {
-	out, err := n.Exec(ctx, "ip", "neigh", "show", addr.String(), "dev", Link)
+	all, err := n.Neighbours(ctx)
+	return all[addr], err
+}
+
+// Neighbours returns the MAC of every neighbour entry on eth0, IPv4 and
+// IPv6, by address ("" for an entry without one: incomplete or failed),
+// read at once.
+func (n *Node) Neighbours(ctx context.Context) (map[netip.Addr]string, error) {
+	out, err := n.Exec(ctx, "ip", "neigh", "show", "dev", Link)
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("ip neigh show on %s: %w: %s", n.Name, err, out)
 	}
-	f := strings.Fields(string(out))
-	for i := range f {
-		if f[i] == "lladdr" && i+1 < len(f) {
-			return f[i+1], nil
+	return parseNeighbours(string(out)), nil
+}
+
+// parseNeighbours reads "ip neigh show dev X": "ADDR [lladdr MAC] [router]
+// STATE" a line.
+func parseNeighbours(out string) map[netip.Addr]string {
+	all := map[netip.Addr]string{}
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		a, err := netip.ParseAddr(f[0])
+		if err != nil {
+			continue
+		}
+		all[a] = ""
+		for i := 1; i+1 < len(f); i++ {
+			if f[i] == "lladdr" {
+				all[a] = f[i+1]
+			}
 		}
 	}
-	return "", nil
+	return all
 }
 
 // MAC returns the Ethernet address of the node's eth0.
