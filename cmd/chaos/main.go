@@ -197,6 +197,14 @@ func summary(res *chaos.Result) {
 		fmt.Printf("%-15s available %.3f%%, down %s, on two nodes %s, no holder while a node could hold it %s\n",
 			r.VIP, r.Availability*100, r.Down.Round(time.Millisecond), r.Twice.Round(time.Millisecond), r.NoHolderHealthy.Round(time.Millisecond))
 	}
+	if len(d.Stalls) > 0 {
+		var all, longest time.Duration
+		for _, st := range d.Stalls {
+			all += st.Len()
+			longest = max(longest, st.Len())
+		}
+		fmt.Printf("the client stalled %d times, the longest %s, %s in all (not counted as outages)\n", len(d.Stalls), longest.Round(time.Millisecond), all.Round(time.Millisecond))
+	}
 	for _, v := range a.Violations {
 		fmt.Println("LIMIT:", v.String(d))
 	}

@@ -59,6 +59,11 @@ type Data struct {
 	// that split the cluster are over: the time the split-brain detector
 	// needs to call it a duplicate.
 	DupBound time.Duration
+	// Stalls are the spans in which the client itself was stalled (see
+	// Prober.Stalls), sorted and disjoint: a probe that timed out in
+	// flight during one says nothing of its VIP, and no outage counts
+	// the time in one.
+	Stalls []Interval
 }
 
 // Window is the span in which an outage or a duplicate counts as the
@@ -92,10 +97,13 @@ type Analysis struct {
 type VIPResult struct {
 	VIP netip.Addr
 	// Probes is how many probes were sent, Failed how many failed.
-	Probes, Failed int
+	// Stalled is how many of the failed ones timed out in flight while
+	// the client was stalled: not counted in any outage.
+	Probes, Failed, Stalled int
 	// Availability is the share of the run in no outage.
 	Availability float64
-	// Down is the summed length of the outages.
+	// Down is the summed length of the outages, less the time the client
+	// was stalled in them.
 	Down    time.Duration
 	Outages []Outage
 	Charges []Charge
@@ -216,12 +224,15 @@ func Analyse(d *Data) Analysis {
 				res.Failed++
 			}
 		}
-		for _, o := range Outages(ps) {
+		judged, stalled := d.outsideStalls(ps)
+		res.Stalled = stalled
+		for _, o := range Outages(judged) {
 			o2, ok := o.clip(d.Start, d.End)
 			if !ok {
 				continue
 			}
 			o.Interval = o2
+			o.Stalled = total(d.Stalls, o.Start, o.End)
 			mid := o.Start.Add(o.Len() / 2)
 			if e := EntryAt(d.Entries[vip], mid); e != "" && !slices.Contains(HoldersAt(d.Holdings[vip], mid), e) {
 				o.Stranded = e
@@ -229,16 +240,18 @@ func Analyse(d *Data) Analysis {
 			c := charge(o.Start)
 			res.Outages = append(res.Outages, o)
 			res.Charges = append(res.Charges, c)
-			res.Down += o.Len()
+			res.Down += o.Len() - o.Stalled
 			if c.Record < 0 {
 				res.Held = append(res.Held, Measure{})
-				a.Violations = append(a.Violations, Violation{Record: -1, VIP: vip, What: "unexplained outage", Got: o.Len(), At: o.Start})
+				a.Violations = append(a.Violations, Violation{Record: -1, VIP: vip, What: "unexplained outage", Got: o.Len() - o.Stalled, At: o.Start})
 				continue
 			}
 			r := d.Records[c.Record]
 			kr := kindOf(r.Kind)
 			kr.Outages[vi] = append(kr.Outages[vi], o.Len())
 			got, limit := d.measure(o.Interval, wins)
+			// The client's stalls in the held part are not the VIP's.
+			got -= total(d.Stalls, o.End.Add(-got), o.End)
 			res.Held = append(res.Held, Measure{got, limit})
 			if got > limit {
 				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: got, Limit: limit, At: o.Start})
@@ -283,6 +296,27 @@ func Analyse(d *Data) Analysis {
 		a.Kinds = append(a.Kinds, *byKind[k])
 	}
 	return a
+}
+
+// outsideStalls returns ps without the probes that timed out in flight
+// while the client was stalled, and how many it left out: a client that
+// did not run cannot have read an answer in time. A refusal, a reset or a
+// timeout in flight at no stall stays.
+func (d *Data) outsideStalls(ps []Probe) ([]Probe, int) {
+	if len(d.Stalls) == 0 {
+		return ps, 0
+	}
+	out := make([]Probe, 0, len(ps))
+	left := 0
+	for _, p := range ps {
+		flight := Interval{p.Sent, p.Done}
+		if !p.OK && p.Err == "timeout" && slices.ContainsFunc(d.Stalls, flight.Overlaps) {
+			left++
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, left
 }
 
 // measure holds an outage to the faults in progress: it must end within

@@ -273,3 +273,30 @@ func TestMeasure(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyseStalls: probes that timed out while the client was stalled
+// are left out, and the stalled time within an outage counts neither as
+// down time nor against the limit.
+func TestAnalyseStalls(t *testing.T) {
+	d := twoFaults()
+	// A stall covers A's unexplained outage (all timeouts), and 500 ms
+	// of the node death's outage, which was 100 ms over its limit.
+	d.Stalls = []Interval{{at(2000), at(2500)}, {at(9450), at(9700)}}
+	a := Analyse(d)
+	if len(a.Violations) != 0 {
+		t.Errorf("violations %+v, want none: the client's stalls are not the VIPs'", a.Violations)
+	}
+	r := a.VIPs[0]
+	if len(r.Outages) != 1 || r.Outages[0].Stalled != 500*time.Millisecond || !r.Outages[0].Start.Equal(at(1000)) {
+		t.Fatalf("A's outages %+v, want the node death's alone, from 1 s, 500 ms of it stalled", r.Outages)
+	}
+	if r.Down != 2700*time.Millisecond || r.Stalled == 0 {
+		t.Errorf("A down %s with %d probes left out, want 2.7 s and some left out", r.Down, r.Stalled)
+	}
+	// A refusal is the VIP's even during a stall.
+	d.Probes[1][661].Err = "refused"
+	d.Stalls = []Interval{{at(6550), at(6900)}}
+	if os := Analyse(d).VIPs[1].Outages; len(os) != 1 || !os[0].Start.Equal(at(6610)) {
+		t.Errorf("B's outages %+v, want one from the refused probe at 6.61 s", os)
+	}
+}

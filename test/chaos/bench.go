@@ -17,7 +17,9 @@ const (
 
 // BenchRows are the figures of a run as make bench's rows: per VIP, the
 // share of the run in outages, the longest outage, and the time on two
-// nodes; the notes give the seed, the faults and what broke a limit.
+// nodes (less the client's own stalls, as in the report); the notes give
+// the seed, the faults, what broke a limit and how long the client
+// stalled.
 func (r *Result) BenchRows() []bench.Row {
 	var down []float64
 	var longest, twice []bench.Sample
@@ -27,7 +29,7 @@ func (r *Result) BenchRows() []bench.Row {
 		lo, hi = min(lo, v.Availability*100), max(hi, v.Availability*100)
 		var l time.Duration
 		for _, o := range v.Outages {
-			l = max(l, o.Len())
+			l = max(l, o.Len()-o.Stalled)
 		}
 		longest = append(longest, bench.Sample{Value: l})
 		twice = append(twice, bench.Sample{Value: v.Twice})
@@ -45,6 +47,9 @@ func (r *Result) BenchRows() []bench.Row {
 	verdict := "every limit and invariant held"
 	if !r.Pass() {
 		verdict = fmt.Sprintf("%d limits broken, %d problems, %d invariants failed: see %s", len(r.Analysis.Violations), len(r.Problems), failed(r.Checks), r.Report)
+	}
+	if n := len(r.Data.Stalls); n > 0 {
+		verdict += fmt.Sprintf("; the client stalled %d times, %s in all, not counted as outages", n, fmtDur(total(r.Data.Stalls, r.Data.Start, r.Data.End)))
 	}
 	unreachable := bench.ShareRow(RowUnavailable, down, fmt.Sprintf("seed %d, %s, %d faults (%s), a client probing each VIP over TCP every %s; availability %.3f–%.3f %%; %s",
 		r.Schedule.Seed, r.Schedule.Duration, len(r.Schedule.Faults), strings.Join(ks, ", "), ProbeInterval, lo, hi, verdict))

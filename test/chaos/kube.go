@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -57,7 +55,6 @@ type kubeTarget struct {
 	api sync.RWMutex
 
 	mu    sync.Mutex
-	svcs  map[string]*nameServer
 	locks map[string]*sync.Mutex
 	confs map[string]*keepalived.Conf
 }
@@ -79,8 +76,7 @@ func newKubeTarget(ctx context.Context, o Options) (*kubeTarget, error) {
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "kube: cluster up in %s, nodes in network namespaces %s%s-*\n", time.Since(began).Round(100*time.Millisecond), lab.NetnsPrefix, c.State().Name)
 	}
-	t := &kubeTarget{o: o, c: c, log: log, config: kubeConfig(o.AdvertInterval, ""),
-		svcs: map[string]*nameServer{}, locks: map[string]*sync.Mutex{}}
+	t := &kubeTarget{o: o, c: c, log: log, config: kubeConfig(o.AdvertInterval, ""), locks: map[string]*sync.Mutex{}}
 	for _, m := range c.Nodes {
 		t.locks[m.Name] = &sync.Mutex{}
 	}
@@ -135,7 +131,7 @@ func (t *kubeTarget) overlay() kube.Overlay {
 // keepalived.conf from its pod.
 func (t *kubeTarget) start(ctx context.Context) error {
 	for _, m := range t.c.Nodes {
-		if err := t.startService(m); err != nil {
+		if err := t.startService(ctx, m); err != nil {
 			return err
 		}
 	}
@@ -245,25 +241,27 @@ func nodeRunning(n *lab.Node, comm string) ([]lab.Proc, error) {
 	return out, nil
 }
 
-func (t *kubeTarget) startService(m *kube.Machine) error {
-	s, err := serveName(m.Lab().Netns, fmt.Sprintf(":%d", ServicePort), m.Name)
-	if err != nil {
+// serviceProgram is the name of each node's checked service among the
+// machine's programs.
+const serviceProgram kube.Daemon = "checked-service"
+
+// startService starts m's checked service, a host program of the node
+// (this program run as "serve", in the node's namespaces and cgroup: a
+// stall of the harness does not stall it, a frozen node's is frozen), and
+// waits until it answers the client.
+func (t *kubeTarget) startService(ctx context.Context, m *kube.Machine) error {
+	argv := []string{t.o.Self, "serve", "-listen", fmt.Sprintf(":%d", ServicePort), "-name", m.Name}
+	if err := m.StartProgram(ctx, string(serviceProgram), argv); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	t.svcs[m.Name] = s
-	t.mu.Unlock()
-	return nil
-}
-
-func (t *kubeTarget) stopService(name string) {
-	t.mu.Lock()
-	s := t.svcs[name]
-	delete(t.svcs, name)
-	t.mu.Unlock()
-	if s != nil {
-		s.stop()
-	}
+	url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(m.Lab().Addr4, ServicePort))
+	return pollFor(ctx, m.Name+"'s service", func(ctx context.Context) error {
+		body, err := t.c.Lab().Get(ctx, url)
+		if err == nil && strings.TrimSpace(body) != m.Name {
+			err = fmt.Errorf("answered %q", body)
+		}
+		return err
+	})
 }
 
 // inject carries out f on the cluster, filling rec.
@@ -297,13 +295,11 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		began()
 	}
 	over := func() { rec.Ended = time.Now() }
-	back := func() error {
-		if _, err := t.readyPods(ctx); err != nil {
-			return err
-		}
-		// The API's Ready lags a container restarted in place and a
-		// rebooted node's pod (its status still the old one's): the
-		// node's ipfailover itself answers when it is back.
+	// up marks the fault's nodes back once each one's ipfailover answers
+	// /readyz: the node's own state. The API's Ready lags a container
+	// restarted in place and a rebooted node's pod (its status still the
+	// old one's), and an API server stopped meanwhile delays it further.
+	up := func() error {
 		for _, m := range nodes {
 			if err := t.waitReadyz(ctx, m); err != nil {
 				return err
@@ -315,19 +311,24 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		}
 		return nil
 	}
+	// back is up for the faults that go through the API: their pods are
+	// replaced, so the API must show a Ready pod on every node first.
+	back := func() error {
+		if _, err := t.readyPods(ctx); err != nil {
+			return err
+		}
+		return up()
+	}
 	switch f.Kind {
 	case ServiceStop:
 		m := nodes[0]
 		mark()
-		t.stopService(m.Name)
-		if err := sleep(ctx, f.Length); err != nil {
-			return err
-		}
-		if err := t.startService(m); err != nil {
+		if err := hold(ctx, f.Length, func(ctx context.Context) error { return m.Kill(ctx, serviceProgram) },
+			func(ctx context.Context) error { return t.startService(ctx, m) }); err != nil {
 			return err
 		}
 		over()
-		return back()
+		return up()
 	case KeepalivedKill:
 		m := nodes[0]
 		// A pod just back may not have started keepalived yet.
@@ -364,7 +365,7 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 			return err
 		}
 		over()
-		return back()
+		return up()
 	case EntrypointTerm:
 		// The container's PID 1 stops; the kubelet starts it again.
 		m := nodes[0]
@@ -380,11 +381,18 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 			return err
 		}
 		over()
-		// Ready again once the new container's /readyz answers.
-		if err := sleep(ctx, time.Second); err != nil {
+		// Ready again once the new container's ipfailover (another pid)
+		// answers /readyz.
+		if err := pollFor(ctx, m.Name+"'s new ipfailover", func(context.Context) error {
+			now, err := nodeRunning(m.Lab(), "ipfailover")
+			if err == nil && (len(now) != 1 || now[0].Pid == ipf[0].Pid) {
+				err = fmt.Errorf("%d ipfailover processes, the old one's pid %d", len(now), ipf[0].Pid)
+			}
+			return err
+		}); err != nil {
 			return err
 		}
-		return back()
+		return up()
 	case PodDelete:
 		m := nodes[0]
 		p, err := t.podOn(ctx, m.Name)
@@ -400,108 +408,64 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 	case Drain:
 		m := nodes[0]
 		mark()
-		if err := t.c.Drain(ctx, m.Name); err != nil {
-			_ = t.c.Uncordon(context.WithoutCancel(ctx), m.Name)
+		if err := hold(ctx, f.Length, func(ctx context.Context) error {
+			if err := t.c.Drain(ctx, m.Name); err != nil {
+				_ = t.c.Uncordon(context.WithoutCancel(ctx), m.Name)
+				return err
+			}
+			return nil
+		}, func(ctx context.Context) error { return t.c.Uncordon(ctx, m.Name) }); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := t.c.Uncordon(context.WithoutCancel(ctx), m.Name); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
 		return back()
 	case NodeDeath:
 		m := nodes[0]
 		mark()
-		// The node's own service is a host program: it dies with the node.
-		t.stopService(m.Name)
-		if err := m.Die(ctx); err != nil {
+		// The node's checked service is a host program of the node: it
+		// dies with it and starts again after the reboot.
+		if err := hold(ctx, f.Length, m.Die, func(ctx context.Context) error {
+			if err := m.Boot(ctx); err != nil {
+				return err
+			}
+			return t.startService(ctx, m)
+		}); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := m.Boot(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if err := t.startService(m); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
-		if err := t.c.WaitNodesReady(ctx); err != nil {
+		if err := up(); err != nil {
 			return err
 		}
-		return back()
+		// The node's next fault waits until the API has it Ready again.
+		return t.c.WaitNodesReady(ctx)
 	case NodeFreeze:
 		m := nodes[0]
 		mark()
-		if err := m.Freeze(); err != nil {
+		if err := hold(ctx, f.Length, func(context.Context) error { return m.Freeze() }, func(context.Context) error { return m.Thaw() }); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := m.Thaw(); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
-		return back()
+		return up()
 	case LinkCut:
 		m := nodes[0]
 		mark()
-		if err := m.CutLink(); err != nil {
+		if err := hold(ctx, f.Length, func(context.Context) error { return m.CutLink() }, m.RestoreLink); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := m.RestoreLink(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
-		return back()
+		return up()
 	case Partition, PartitionOneWay:
-		deaf, peer := nodes[0].Lab(), nodes[1].Lab()
 		mark()
-		pairs := [][2]*lab.Node{{deaf, peer}}
-		if f.Kind == Partition {
-			pairs = append(pairs, [2]*lab.Node{peer, deaf})
-		}
-		for _, p := range pairs {
-			if err := p[0].DropVRRPFrom(ctx, p[1]); err != nil {
-				return err
-			}
-		}
-		serr := sleep(ctx, f.Length)
-		for _, p := range pairs {
-			if err := p[0].AllowVRRPFrom(context.WithoutCancel(ctx), p[1]); err != nil {
-				return err
-			}
-		}
-		if serr != nil {
-			return serr
+		if err := partition(ctx, nodes[0].Lab(), nodes[1].Lab(), f.Kind == Partition, f.Length); err != nil {
+			return err
 		}
 		over()
 		rec.Recovered = rec.Ended
 		return nil
 	case Segment:
 		mark()
-		imp, err := t.c.Lab().Impair(ctx, lab.Impairment{Loss: f.Loss, Delay: f.Delay, Jitter: f.Jitter, Seed: f.seed()})
-		if err != nil {
+		if err := impairSegment(ctx, t.c.Lab(), f); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := imp.Restore(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		over()
 		rec.Recovered = rec.Ended
@@ -533,15 +497,9 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		return t.readConfigs(ctx)
 	case APIServerStop:
 		mark()
-		if err := t.c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
+		if err := hold(ctx, f.Length, func(ctx context.Context) error { return t.c.ControlPlane.Stop(ctx, kube.APIServer) },
+			func(ctx context.Context) error { return t.c.ControlPlane.Start(ctx, kube.APIServer) }); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := t.c.ControlPlane.Start(context.WithoutCancel(ctx), kube.APIServer); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		if err := t.c.WaitAPI(ctx); err != nil {
 			return err
@@ -599,6 +557,8 @@ func (t *kubeTarget) settled(ctx context.Context) []Check {
 				zombies++
 			}
 		}
+		_, svc := m.Running(serviceProgram)
+		checks = append(checks, Check{Name: m.Name + ": the checked service runs", OK: svc})
 		checks = append(checks, Check{Name: m.Name + ": one ipfailover and keepalived's two processes, no zombie",
 			OK:     kerr == nil && ierr == nil && len(ka) == 2 && len(ipf) == 1 && zombies == 0,
 			Detail: fmt.Sprintf("%d ipfailover, %d keepalived, %d zombies%s", len(ipf), len(ka), zombies, errString(errors.Join(kerr, ierr)))})
@@ -657,13 +617,6 @@ func (t *kubeTarget) shutdown(ctx context.Context) []Check {
 }
 
 func (t *kubeTarget) close() error {
-	t.mu.Lock()
-	svcs := t.svcs
-	t.svcs = map[string]*nameServer{}
-	t.mu.Unlock()
-	for _, s := range svcs {
-		s.stop()
-	}
 	if t.c == nil {
 		return nil
 	}
@@ -695,28 +648,3 @@ func pollFor(ctx context.Context, what string, try func(context.Context) error) 
 		}
 	}
 }
-
-// nameServer is a node's checked service on the cluster: a host program
-// (here, the harness listening in the node's namespace) that answers
-// every HTTP request with the node's name.
-type nameServer struct {
-	srv *http.Server
-}
-
-func serveName(netns, address, name string) (*nameServer, error) {
-	var ln net.Listener
-	err := lab.InNetns(netns, func() error {
-		var err error
-		ln, err = net.Listen("tcp", address)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s in %s: %w", address, netns, err)
-	}
-	s := &nameServer{srv: &http.Server{ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, name) })}}
-	go func() { _ = s.srv.Serve(ln) }()
-	return s, nil
-}
-
-func (s *nameServer) stop() { _ = s.srv.Close() }

@@ -408,17 +408,8 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 		p := t.ipf(n)
 		t.expect(n, p)
 		mark()
-		if err := p.Signal(syscall.SIGTERM); err != nil {
+		if err := terminate(ctx, n, p, rec); err != nil {
 			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, 35*time.Second)
-		code, err := p.Wait(wctx)
-		cancel()
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			rec.Notes = append(rec.Notes, fmt.Sprintf("ipfailover on %s exited %d after SIGTERM, want 0", n.Name, code))
 		}
 		if err := sleep(ctx, f.Length); err != nil {
 			return err
@@ -458,14 +449,7 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 	case NodeFreeze:
 		n := nodes[0]
 		mark()
-		if err := n.Freeze(); err != nil {
-			return err
-		}
-		if err := sleep(ctx, f.Length); err != nil {
-			_ = n.Thaw()
-			return err
-		}
-		if err := n.Thaw(); err != nil {
+		if err := hold(ctx, f.Length, func(context.Context) error { return n.Freeze() }, func(context.Context) error { return n.Thaw() }); err != nil {
 			return err
 		}
 		rec.Ended = time.Now()
@@ -474,54 +458,23 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 	case LinkCut:
 		n := nodes[0]
 		mark()
-		if err := n.CutLink(ctx); err != nil {
+		if err := hold(ctx, f.Length, n.CutLink, n.RestoreLink); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := n.RestoreLink(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		rec.Ended = time.Now()
 		rec.Recovered = rec.Ended
 		down(n)
 	case Partition, PartitionOneWay:
-		deaf, peer := nodes[0], nodes[1]
 		mark()
-		pairs := [][2]*lab.Node{{deaf, peer}}
-		if f.Kind == Partition {
-			pairs = append(pairs, [2]*lab.Node{peer, deaf})
-		}
-		for _, p := range pairs {
-			if err := p[0].DropVRRPFrom(ctx, p[1]); err != nil {
-				return err
-			}
-		}
-		serr := sleep(ctx, f.Length)
-		for _, p := range pairs {
-			if err := p[0].AllowVRRPFrom(context.WithoutCancel(ctx), p[1]); err != nil {
-				return err
-			}
-		}
-		if serr != nil {
-			return serr
+		if err := partition(ctx, nodes[0], nodes[1], f.Kind == Partition, f.Length); err != nil {
+			return err
 		}
 		rec.Ended = time.Now()
 		rec.Recovered = rec.Ended
 	case Segment:
 		mark()
-		imp, err := t.c.Impair(ctx, lab.Impairment{Loss: f.Loss, Delay: f.Delay, Jitter: f.Jitter, Seed: f.seed()})
-		if err != nil {
+		if err := impairSegment(ctx, t.c, f); err != nil {
 			return err
-		}
-		serr := sleep(ctx, f.Length)
-		if err := imp.Restore(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		rec.Ended = time.Now()
 		rec.Recovered = rec.Ended
@@ -544,17 +497,8 @@ func (t *labTarget) rollout(ctx context.Context, rec *Record, began func()) erro
 			rec.Began = from
 			began()
 		}
-		if err := p.Signal(syscall.SIGTERM); err != nil {
+		if err := terminate(ctx, n, p, rec); err != nil {
 			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, 35*time.Second)
-		code, err := p.Wait(wctx)
-		cancel()
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			rec.Notes = append(rec.Notes, fmt.Sprintf("ipfailover on %s exited %d after SIGTERM, want 0", n.Name, code))
 		}
 		if err := t.startIPFailover(ctx, n); err != nil {
 			return err
@@ -566,6 +510,24 @@ func (t *labTarget) rollout(ctx context.Context, rec *Record, began func()) erro
 	}
 	rec.Ended = time.Now()
 	rec.Recovered = rec.Ended
+	return nil
+}
+
+// terminate stops n's ipfailover p with SIGTERM and waits for it to exit,
+// noting in rec an exit other than 0.
+func terminate(ctx context.Context, n *lab.Node, p *lab.Process, rec *Record) error {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 35*time.Second)
+	code, err := p.Wait(wctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		rec.Notes = append(rec.Notes, fmt.Sprintf("ipfailover on %s exited %d after SIGTERM, want 0", n.Name, code))
+	}
 	return nil
 }
 

@@ -54,7 +54,8 @@ func kindColour(k Kind) color.RGBA {
 // DrawTimeline draws VIP vi's run: who held it (a row per node), when it
 // sat on two nodes (orange), which node the client's neighbour entry sent
 // it to (the node's colour; none blank), what the client saw (answered in
-// green, outages in red, at least 2 pixels wide so none is lost), and the
+// green, outages in red, at least 2 pixels wide so none is lost; the
+// client's own stalls a dark band along the row's foot), and the
 // faults (a lane
 // each while they overlap, from injection to recovery, with the kind and
 // number), over a time axis in seconds.
@@ -137,6 +138,10 @@ func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
 	}
 	for _, o := range res.Outages {
 		bar(y, rowHeight, o.Interval, outageRed, 2)
+	}
+	// The client's own stalls: a dark band along the row's foot.
+	for _, st := range d.Stalls {
+		bar(y+rowHeight-6, 6, st, ink, 2)
 	}
 	y += rowHeight + rowGap + 10
 

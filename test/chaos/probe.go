@@ -42,6 +42,9 @@ type Prober struct {
 
 	mu     sync.Mutex
 	probes [][]Probe
+	// stalls are the gaps between rounds of a target's probes longer
+	// than StallAfter intervals.
+	stalls []Interval
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -58,12 +61,26 @@ func StartProber(ctx context.Context, dial Dialer, targets []netip.AddrPort, int
 	return p
 }
 
+// StallAfter is how many probe intervals may pass between two rounds of a
+// target's probes before the client counts as stalled: a harness the
+// machine did not run for that long, whose probes in flight may have timed
+// out for it, not for the VIP.
+const StallAfter = 5
+
 func (p *Prober) run(ctx context.Context, i int) {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
+	last := time.Now()
 	for {
+		now := time.Now()
+		if now.Sub(last) > StallAfter*p.interval {
+			p.mu.Lock()
+			p.stalls = append(p.stalls, Interval{last, now})
+			p.mu.Unlock()
+		}
+		last = now
 		inflight.Go(func() {
 			pr := p.probe(ctx, p.targets[i])
 			if ctx.Err() != nil && !pr.OK {
@@ -156,6 +173,15 @@ func (p *Prober) Stop() [][]Probe {
 		out[i] = sortBySent(ps)
 	}
 	return out
+}
+
+// Stalls returns the spans in which the client was stalled: the gaps
+// longer than StallAfter intervals between two rounds of any target's
+// probes, joined where they overlap.
+func (p *Prober) Stalls() []Interval {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return merge(p.stalls)
 }
 
 // Since returns target i's probes sent at or after t, for progress lines.

@@ -1,15 +1,22 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestAnswer(t *testing.T) {
@@ -68,12 +75,13 @@ func TestProber(t *testing.T) {
 	srv.Close()
 	stopped := time.Now()
 	time.Sleep(500 * time.Millisecond)
+	// Taken before listening: a probe may connect as soon as it listens.
+	restarted := time.Now()
 	ln, err = net.Listen("tcp", addr.String())
 	if err != nil {
 		p.Stop()
 		t.Fatalf("listening again on %s: %v", addr, err)
 	}
-	restarted := time.Now()
 	srv = serve(ln)
 	defer srv.Close()
 	time.Sleep(300 * time.Millisecond)
@@ -90,14 +98,84 @@ func TestProber(t *testing.T) {
 			t.Errorf("probe %d answered %q, want here", i, pr.Node)
 		}
 	}
-	os := Outages(ps)
-	if len(os) != 1 {
-		t.Fatalf("outages = %+v, want one", os)
+	outs := Outages(ps)
+	if len(outs) != 1 {
+		t.Fatalf("outages = %+v, want one", outs)
 	}
-	o := os[0]
+	o := outs[0]
 	// Generous: a loaded machine delays the ticks, not what they see.
 	if o.Start.Before(stopped.Add(-50*time.Millisecond)) || o.End.Before(restarted) || o.End.After(restarted.Add(time.Second)) || o.Reason != "refused" {
 		t.Errorf("outage %s..%s (%s), want from about %s to after %s, refused",
 			o.Start.Format(time.StampMilli), o.End.Format(time.StampMilli), o.Reason, stopped.Format(time.StampMilli), restarted.Format(time.StampMilli))
 	}
+}
+
+// TestProberStall stops this very process (SIGSTOP; a shell sends SIGCONT
+// half a second later), as a machine that does not run the harness for a
+// while: the prober records the stall as a gap between its rounds. (That
+// the probes it made time out are left out is TestAnalyseStalls's.)
+func TestProberStall(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "here") })}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	var d net.Dialer
+	p := StartProber(t.Context(), d.DialContext, []netip.AddrPort{netip.MustParseAddrPort(ln.Addr().String())}, 10*time.Millisecond, 100*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	// SIGCONT again and again: if this process runs late, a single one
+	// could come before the stop. The shell says when it runs.
+	cont := exec.Command("sh", "-c", fmt.Sprintf("echo running; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.5; kill -CONT %d; done", os.Getpid()))
+	out, err := cont.StdoutPipe()
+	if err == nil {
+		err = cont.Start()
+	}
+	if err == nil {
+		_, err = bufio.NewReader(out).ReadString('\n')
+	}
+	if err != nil {
+		p.Stop()
+		t.Fatal(err)
+	}
+	// To this thread: it stops on its way out of the call, not some time
+	// after it, while another thread takes the signal.
+	runtime.LockOSThread()
+	stopped := time.Now()
+	err = unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGSTOP)
+	resumed := time.Now()
+	runtime.UnlockOSThread()
+	_ = cont.Process.Kill()
+	_ = cont.Wait()
+	if err != nil {
+		p.Stop()
+		t.Fatal(err)
+	}
+	if resumed.Sub(stopped) < 400*time.Millisecond {
+		p.Stop()
+		t.Fatalf("stopped for %s, want half a second", resumed.Sub(stopped))
+	}
+	time.Sleep(300 * time.Millisecond)
+	ps := p.Stop()[0]
+	stalls := p.Stalls()
+	if !slices.ContainsFunc(stalls, func(s Interval) bool {
+		return s.Len() >= resumed.Sub(stopped)-50*time.Millisecond && s.Overlaps(Interval{stopped, resumed})
+	}) {
+		t.Fatalf("stalls %+v, want one about %s to %s", stalls, stopped.Format(time.StampMilli), resumed.Format(time.StampMilli))
+	}
+	// No round was sent in the stall (a probe of the round before may
+	// begin a little after it), and what the client saw stays
+	// honest: no outage once what timed out in it is left out (the
+	// server answered all along).
+	for _, pr := range ps {
+		if slices.ContainsFunc(stalls, func(s Interval) bool { return pr.Sent.After(s.Start.Add(10*time.Millisecond)) && pr.Sent.Before(s.End) }) {
+			t.Errorf("a probe sent at %s, inside a stall %+v", pr.Sent.Format(time.StampMilli), stalls)
+		}
+	}
+	kept, left := (&Data{Stalls: stalls}).outsideStalls(ps)
+	if outs := Outages(kept); len(outs) != 0 {
+		t.Errorf("outages %+v with the stalled probes left out, want none", outs)
+	}
+	t.Logf("stopped %s; %d probes, %d outages counting every probe, %d timeouts left out", resumed.Sub(stopped).Round(time.Millisecond), len(ps), len(Outages(ps)), left)
 }

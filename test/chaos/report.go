@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/netip"
@@ -37,7 +38,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("# Chaos run: seed %d, %s, %s: %s", res.Schedule.Seed, res.Schedule.Duration, target, verdict)
 	p("")
 	p("Replay: `make chaos SEED=%d DURATION=%s%s` (schedule digest `%s`; the same seed draws the same %d faults).",
-		res.Schedule.Seed, res.Schedule.Duration, advertArg(o), res.Schedule.Digest(), len(res.Schedule.Faults))
+		res.Schedule.Seed, res.Schedule.Duration, replayArgs(o), res.Schedule.Digest(), len(res.Schedule.Faults))
 	p("ipfailover %s on %d nodes (%s); VIPs %s; every node's environment: `%s`.",
 		o.Commit, len(d.Nodes), strings.Join(d.Nodes, ", "), vipList(d.VIPs), strings.Join(settings, " "))
 	p("Measured over %s from %s UTC: a client in its own namespace opened a TCP connection to every VIP every %s (an HTTP request answered with the node's name within %s counts); the holders are the nodes' kernels' (netlink notifications: the VIP on the node's link, the link up).",
@@ -45,6 +46,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	if len(res.Load) > 0 {
 		p("The machine's load average (1 minute) during the run: %.1f–%.1f on %d cores; the lab shares them with whatever else runs.", slices.Min(res.Load), slices.Max(res.Load), runtime.NumCPU())
 	}
+	p("%s", stallText(d, a))
 	p("")
 
 	if !res.Pass() {
@@ -156,6 +158,29 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("- outages and duplicates no fault explains: %s", okText(unexplained == 0, fmt.Sprintf("%d", unexplained)))
 	p("")
 
+	if len(d.Stalls) > 0 {
+		p("## Client stalls")
+		p("")
+		p("Gaps of more than %s (%d probe intervals) between two rounds of the client's probes, the longest first (up to 20): the harness did not run then. Timeouts of probes in flight during one are not counted; outages exclude the stalled time.", fmtDur(StallAfter*ProbeInterval), StallAfter)
+		p("")
+		p("| at | stalled | outages it fell in |")
+		p("|---|---|---|")
+		stalls := slices.Clone(d.Stalls)
+		slices.SortStableFunc(stalls, func(x, y Interval) int { return cmp.Compare(y.Len(), x.Len()) })
+		for _, st := range stalls[:min(len(stalls), 20)] {
+			var in []string
+			for _, r := range a.VIPs {
+				for _, o := range r.Outages {
+					if o.Overlaps(st) {
+						in = append(in, fmt.Sprintf("%s at %s", shortVIP(r.VIP), fmtOffset(o.Start.Sub(d.Start))))
+					}
+				}
+			}
+			p("| %s | %s | %s |", fmtOffset(st.Start.Sub(d.Start)), fmtDur(st.Len()), strings.Join(in, ", "))
+		}
+		p("")
+	}
+
 	p("## Invariants at the end")
 	p("")
 	for _, c := range res.Checks {
@@ -173,7 +198,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 
 	p("## Timelines")
 	p("")
-	p("One picture per VIP: which node held it (a row per node), when it sat on two nodes (orange), what the client saw (green answered, red outages, drawn at least 2 pixels wide), and the faults (from injection to the nodes' recovery, stacked while they overlap).")
+	p("One picture per VIP: which node held it (a row per node), when it sat on two nodes (orange), what the client saw (green answered, red outages, drawn at least 2 pixels wide; a dark band along the foot where the client itself stalled), and the faults (from injection to the nodes' recovery, stacked while they overlap).")
 	p("")
 	for i, path := range res.Pictures {
 		p("![%s](%s)", d.VIPs[i], filepath.Base(path))
@@ -205,6 +230,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("## How it is measured")
 	p("")
 	p("- **Outage**: a run of failed probes of one VIP, from the first failed probe's start to the answer of the next probe that succeeded, less the round trip of the last answer before the outage (an answer that arrives late, once the VIP is back, does not shorten it; a slow path does not lengthen it). Availability is the share of the measured time in no outage.")
+	p("- **Client stalled**: a gap of more than %s between two rounds of the client's probes (the machine did not run the harness). A probe that timed out in flight during a stall is left out (the client could not read its answer), and the stalled time within an outage counts neither in the down time nor against a limit. The checked service each node serves is a program of the node's own, so a stall of the harness cannot stop it from answering.", fmtDur(StallAfter*ProbeInterval))
 	p("- **Held**: the VIP is on a node's link and the link is up with its carrier; **on two nodes** when two hold it (a frozen node or a dead node's kernel still answers for its addresses); **no holder while a node could hold it**: no node holds it and at least one node is not down by a fault (killed, frozen, cut, its service or ipfailover stopped, until it is ready again).")
 	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
 	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last change (a fault begun or undone) while the outage was within it. A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
@@ -233,10 +259,14 @@ func outagesOf(vr VIPResult, ri int) string {
 		mark = "*"
 	}
 	why := func(o Outage) string {
+		w := o.Reason
 		if o.Stranded != "" {
-			return o.Reason + ", the client sending to " + o.Stranded
+			w += ", the client sending to " + o.Stranded
 		}
-		return o.Reason
+		if o.Stalled > 0 {
+			w += ", the client stalled " + fmtDur(o.Stalled) + " of it"
+		}
+		return w
 	}
 	if len(os) <= 3 {
 		var s []string
@@ -256,11 +286,37 @@ func outagesOf(vr VIPResult, ri int) string {
 	return fmt.Sprintf("%d outages%s, the longest %s (%s), %s in all", len(os), mark, fmtDur(longest.Len()), why(longest), fmtDur(sum))
 }
 
-func advertArg(o Options) string {
-	if o.AdvertInterval == "" {
-		return ""
+// stallText says how often the client stalled and what that took out of
+// the figures.
+func stallText(d *Data, a *Analysis) string {
+	gap := fmtDur(StallAfter * ProbeInterval)
+	if len(d.Stalls) == 0 {
+		return fmt.Sprintf("The client never stalled: no gap of more than %s between two rounds of its probes.", gap)
 	}
-	return " ADVERT_INTERVAL=" + o.AdvertInterval
+	longest := slices.MaxFunc(d.Stalls, func(x, y Interval) int { return cmp.Compare(x.Len(), y.Len()) })
+	timeouts := 0
+	var inOutages time.Duration
+	for _, r := range a.VIPs {
+		timeouts += r.Stalled
+		for _, o := range r.Outages {
+			inOutages += o.Stalled
+		}
+	}
+	return fmt.Sprintf("The client itself stalled %d times (a gap of more than %s between two rounds of its probes; the longest %s at %s, %s in all): the %d probes that timed out in flight then are not counted, and the outages' %s within stalls is not counted as the VIPs' (see Client stalls).",
+		len(d.Stalls), gap, fmtDur(longest.Len()), fmtOffset(longest.Start.Sub(d.Start)), fmtDur(total(d.Stalls, d.Start, d.End)), timeouts, fmtDur(inOutages))
+}
+
+// replayArgs are the make variables beyond SEED and DURATION that replay
+// the run: the target and the advert interval.
+func replayArgs(o Options) string {
+	s := ""
+	if o.Target == "kube" {
+		s += " TARGET=kube"
+	}
+	if o.AdvertInterval != "" {
+		s += " ADVERT_INTERVAL=" + o.AdvertInterval
+	}
+	return s
 }
 
 func vipList(vs []netip.Addr) string {

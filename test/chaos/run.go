@@ -298,6 +298,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	d.End = time.Now()
 	res.Load = loadAverage(res.Load)
 	d.Probes = prober.Stop()
+	d.Stalls = prober.Stalls()
 	var oerrs []error
 	d.Holdings, d.Entries, oerrs = obs.Stop()
 	for _, e := range oerrs {

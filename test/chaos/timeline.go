@@ -43,6 +43,9 @@ type Outage struct {
 	// Reason is the failure most probes of the run gave (refused,
 	// timeout, ...).
 	Reason string
+	// Stalled is how long the client itself was stalled within the
+	// outage (see Data.Stalls): not counted as the VIP's.
+	Stalled time.Duration
 	// Stranded names the node the client's neighbour entry sent the
 	// VIP's packets to in the middle of the outage, when that node did not
 	// hold the VIP then ("" otherwise): a client left behind.

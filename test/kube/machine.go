@@ -167,6 +167,23 @@ func (m *Machine) Start(ctx context.Context, daemons ...Daemon) error {
 	return nil
 }
 
+// StartProgram starts argv on the machine as a host program of its own
+// called name, as a unit of the machine's init would: in the machine's
+// namespaces and cgroup, detached, its output in Log(Daemon(name)). It
+// shares the daemons' fate: Freeze stops it, Die and Boot kill it, and
+// Kill(ctx, Daemon(name)) ends it; Running(Daemon(name)) finds it.
+func (m *Machine) StartProgram(ctx context.Context, name string, argv []string) error {
+	d := Daemon(name)
+	if _, ok := m.Running(d); ok {
+		return fmt.Errorf("%s: %s runs already", m.Name, name)
+	}
+	if err := m.c.detach(ctx, daemonProcess{m.cgroup(), m.pidFile(d), m.Log(d), m.enter(argv)}); err != nil {
+		return fmt.Errorf("%s: starting %s: %w", m.Name, name, err)
+	}
+	m.c.log.Info("started", "machine", m.Name, "program", name)
+	return nil
+}
+
 // enter prefixes argv with the nsenter that puts it in the machine's
 // network, mount and UTS namespaces.
 func (m *Machine) enter(cmd []string) []string {

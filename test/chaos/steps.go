@@ -1,0 +1,61 @@
+package chaos
+
+import (
+	"context"
+	"time"
+
+	"github.com/ipfailover/ipfailover/test/lab"
+)
+
+// The fault steps the lab and the cluster share: both are built on the
+// lab's nodes, bridge and segment.
+
+// hold injects a fault, keeps it for length and undoes it. The undoing
+// runs even when ctx ends meanwhile (with a context that is not
+// cancelled), so nothing the nemesis did is left behind; the error of an
+// interrupted wait comes after the undoing's.
+func hold(ctx context.Context, length time.Duration, inject, undo func(context.Context) error) error {
+	if err := inject(ctx); err != nil {
+		return err
+	}
+	serr := sleep(ctx, length)
+	if err := undo(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	return serr
+}
+
+// partition drops the VRRP deaf hears from peer, and the VRRP peer hears
+// from deaf when both is set, for length.
+func partition(ctx context.Context, deaf, peer *lab.Node, both bool, length time.Duration) error {
+	pairs := [][2]*lab.Node{{deaf, peer}}
+	if both {
+		pairs = append(pairs, [2]*lab.Node{peer, deaf})
+	}
+	return hold(ctx, length, func(ctx context.Context) error {
+		for _, p := range pairs {
+			if err := p[0].DropVRRPFrom(ctx, p[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(ctx context.Context) error {
+		for _, p := range pairs {
+			if err := p[0].AllowVRRPFrom(ctx, p[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// impairSegment loses, delays and reorders what c's segment carries, as f
+// says, for f's length.
+func impairSegment(ctx context.Context, c *lab.Cluster, f Fault) error {
+	var imp *lab.Impaired
+	return hold(ctx, f.Length, func(ctx context.Context) error {
+		var err error
+		imp, err = c.Impair(ctx, lab.Impairment{Loss: f.Loss, Delay: f.Delay, Jitter: f.Jitter, Seed: f.seed()})
+		return err
+	}, func(ctx context.Context) error { return imp.Restore(ctx) })
+}
