@@ -94,13 +94,18 @@ func probedWhileRenumbered(e corev1.Event) bool {
 
 // configmapCacheRace explains the kubelet's "failed to sync configmap
 // cache", which it reports as Failed (the container's start) or as
-// FailedMount (the volume's set-up) depending on what asked first.
+// FailedMount (the volume's set-up) depending on what asked first, and its
+// "object ... not registered" when a restarted kubelet sets a pod's
+// volumes up before its ConfigMap watch knows the pod.
 var configmapCacheRace = struct {
 	readme string
 	when   func(corev1.Event) bool
 }{
 	readme: "`Failed` or `FailedMount`, \"failed to sync configmap cache\"",
-	when:   func(e corev1.Event) bool { return strings.Contains(e.Message, "failed to sync configmap cache") },
+	when: func(e corev1.Event) bool {
+		return strings.Contains(e.Message, "failed to sync configmap cache") ||
+			e.Reason == "FailedMount" && strings.HasPrefix(e.Message, "MountVolume.SetUp failed") && strings.HasSuffix(e.Message, " not registered")
+	},
 }
 
 // checkEvents fails on every Warning event since began that deploy/
