@@ -74,19 +74,13 @@ func (c *Cluster) NodeStatus(ctx context.Context) (map[string]bool, error) {
 // that, the taint eviction controller evicts nothing more for them: every
 // eviction it was going to make is made.
 func (c *Cluster) WaitNodesUntainted(ctx context.Context) error {
-	return poll(ctx, 3*time.Minute, "every node Ready and untainted", func() (bool, error) {
+	if err := c.WaitNodesReady(ctx); err != nil {
+		return err
+	}
+	return poll(ctx, 3*time.Minute, "no node tainted not-ready or unreachable", func() (bool, error) {
 		var list corev1.NodeList
 		if err := c.KubectlJSON(ctx, &list, "get", "nodes"); err != nil {
 			return false, nil
-		}
-		ready, err := c.NodeStatus(ctx)
-		if err != nil {
-			return false, nil
-		}
-		for _, n := range c.Nodes {
-			if !ready[n.Name] {
-				return false, c.exited(n, Kubelet)
-			}
 		}
 		for _, n := range list.Items {
 			for _, taint := range n.Spec.Taints {
