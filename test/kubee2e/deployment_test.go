@@ -170,6 +170,10 @@ func TestDeployment(t *testing.T) {
 		nodeDeath(ctx, t, c, c.Machine(h[vips[0]]), vips)
 	})
 
+	t.Run("a node dies as a drained node's pod goes", func(t *testing.T) {
+		deathAfterDrain(ctx, t, c, vips)
+	})
+
 	t.Run("a node's link is cut and restored", func(t *testing.T) {
 		h := settled(ctx, t, c, vips)
 		linkCut(ctx, t, c, c.Machine(h[vips[0]]), vips)
