@@ -132,8 +132,9 @@ func TestDeployment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Running on for the subtests after this one: the test's
+		// cleanup stops it.
 		svc[node.Name] = s
-		t.Cleanup(s.Stop)
 		settled(ctx, t, c, vips)
 	})
 
