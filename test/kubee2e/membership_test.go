@@ -195,6 +195,20 @@ func TestPeersFromPods(t *testing.T) {
 				t.Errorf("renumber %d: the other pods listed the new address %s after it was made, want at most %s", i+1, d.Round(time.Millisecond), renumberBound)
 			}
 		}
+		// The address it moved to and back from is held a while by the
+		// others (membership.PeerHold), then dropped in one reload: before
+		// the next case, which needs the peers to stay put.
+		dropped, err := c.WaitReloads(ctx, kube.Namespace, others, moved, "removed", began, membership.PeerHold+reloadBound+time.Since(began))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range others {
+			if len(dropped[o.Name]) == 0 {
+				t.Errorf("%s never dropped %s, the address %s moved to and back from, after the hold (%s)", o.Name, moved, m.Name, membership.PeerHold)
+				continue
+			}
+			t.Logf("%s dropped %s %s after the renumbering began", o.Name, moved, dropped[o.Name][0].Sub(began).Round(time.Millisecond))
+		}
 		// The renumbered node's goodbye from its old address (still
 		// listed for a while) hands its VIPs over as in a rollout.
 		checkGaps(t, "a node renumbered twice", gaps)
