@@ -221,6 +221,9 @@ func peers(ctx context.Context, w io.Writer) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "peers: %s\n", addrList(view.Peers()))
+	if held := heldAddrs(view, listed); len(held) > 0 {
+		fmt.Fprintf(w, "held: %s (listed, no pod of the workload has it: peers for %s after they leave, so that a pod coming back with one costs no reload)\n", addrList(held), membership.PeerHold)
+	}
 	if confErr != nil {
 		fmt.Fprintf(w, "running keepalived.conf: %v\n", confErr)
 	}
@@ -233,6 +236,20 @@ func peers(ctx context.Context, w io.Writer) error {
 		fmt.Fprintf(w, "multicast bridge: %s (%s)\n", state, why)
 	}
 	return nil
+}
+
+// heldAddrs are the addresses the running keepalived.conf lists that no
+// member of view has: addresses held after they left (membership.PeerHold).
+func heldAddrs(view membership.View, listed map[netip.Addr]bool) []netip.Addr {
+	var out []netip.Addr
+	for a := range listed {
+		if a.IsUnspecified() || slices.ContainsFunc(view.Members, func(m membership.Member) bool { return slices.Contains(m.Addrs, a) }) {
+			continue
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
 }
 
 // runningPeers reads the unicast peers of the running keepalived.conf.

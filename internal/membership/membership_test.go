@@ -97,11 +97,14 @@ func TestView(t *testing.T) {
 	}
 }
 
+// testHold is the watchers' Options.Hold here.
+const testHold = 300 * time.Millisecond
+
 // watcher starts a Watcher on client for pod "self" publishing addr.
 func watcher(t *testing.T, client *fake.FakeMetadataClient, addr string) (*Watcher, *syncbuf.Buffer) {
 	t.Helper()
 	var log syncbuf.Buffer
-	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Linger: 300 * time.Millisecond})
+	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: testHold})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := w.Start(ctx, addrs(addr)); err != nil {
@@ -187,21 +190,32 @@ func TestWatcherFollowsTheWorkload(t *testing.T) {
 	if err := tracker.Delete(pods, ns, "b"); err != nil {
 		t.Fatal(err)
 	}
+	deleted := time.Now()
+	// Gone, b's address is held as a peer for the hold, then goes.
+	v = waitView(t, w, "shows b gone and its address held", func(v View) bool {
+		return len(v.Members) == 3 && len(v.Held) == 1
+	})
+	if h := v.Held[0]; h.Addr.String() != "192.0.2.12" || h.Pod != "b" || !peersAre("192.0.2.12", "192.0.2.13")(v) {
+		t.Errorf("held %+v, peers %v: want b's 192.0.2.12 held, a peer still", v.Held, v.Peers())
+	}
 	waitView(t, w, "without b", peersAre("192.0.2.13"))
+	if d := time.Since(deleted); d < testHold {
+		t.Errorf("b's address went %s after b, before the hold (%s)", d, testHold)
+	}
 
-	// Another node renumbered: its old address stays a peer for the
-	// Linger, next to the new one, then goes.
+	// Another node renumbered: its old address is held as a peer, next
+	// to the new one, then goes.
 	if err := tracker.Update(pods, pod("c", workload("new"), "192.0.2.71"), ns); err != nil {
 		t.Fatal(err)
 	}
 	changed := time.Now()
 	v = waitView(t, w, "shows c's new address", peersAre("192.0.2.13", "192.0.2.71"))
-	if v.Members[0].Pod != "c" || fmt.Sprint(v.Members[0].Former) != "[192.0.2.13]" {
-		t.Errorf("members %+v, want c's former address 192.0.2.13", v.Members)
+	if len(v.Held) != 1 || v.Held[0].Pod != "c" || v.Held[0].Addr.String() != "192.0.2.13" {
+		t.Errorf("held %+v, want c's former address 192.0.2.13", v.Held)
 	}
 	waitView(t, w, "without c's old address", peersAre("192.0.2.71"))
-	if d := time.Since(changed); d < 300*time.Millisecond {
-		t.Errorf("c's old address went after %s, before the linger (300ms)", d)
+	if d := time.Since(changed); d < testHold {
+		t.Errorf("c's old address went after %s, before the hold (%s)", d, testHold)
 	}
 
 	// A renumbered node: the pod publishes its new address.
@@ -218,6 +232,42 @@ func TestWatcherFollowsTheWorkload(t *testing.T) {
 	})
 	if h := w.Health(); !h.Up || h.Errors != 0 {
 		t.Errorf("health %+v, want up without errors", h)
+	}
+}
+
+// TestComebackWithinTheHold: a pod replaced by one with the same address
+// (deleted and recreated, drained and uncordoned) within the hold leaves
+// the peers as they were throughout: keepalived is not reloaded for it.
+func TestComebackWithinTheHold(t *testing.T) {
+	client := newClient(pod("self", workload("x"), ""), pod("b", workload("x"), "192.0.2.12"))
+	var log syncbuf.Buffer
+	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.Start(ctx, addrs("192.0.2.11")); err != nil {
+		t.Fatalf("Start: %v\n%s", err, log.String())
+	}
+	var seen []string
+	record := func(v View) { seen = append(seen, fmt.Sprint(v.Peers())) }
+	record(w.View())
+	tracker := client.Tracker()
+	if err := tracker.Delete(pods, ns, "b"); err != nil {
+		t.Fatal(err)
+	}
+	record(waitView(t, w, "without the pod b", func(v View) bool { return len(v.Members) == 1 }))
+	if err := tracker.Add(pod("b-2", workload("x"), "192.0.2.12")); err != nil {
+		t.Fatal(err)
+	}
+	v := waitView(t, w, "with b-2", func(v View) bool { return len(v.Members) == 2 })
+	record(v)
+	if len(v.Held) != 0 {
+		t.Errorf("held %+v: b-2 has the address again, want nothing held", v.Held)
+	}
+	for _, p := range seen {
+		if p != "[192.0.2.12]" {
+			t.Errorf("peers went %v while b was replaced, want [192.0.2.12] throughout", seen)
+			break
+		}
 	}
 }
 

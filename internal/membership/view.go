@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -36,11 +37,6 @@ type Member struct {
 	Terminating bool
 	// In says that Addrs are peers (for Self: that it publishes them).
 	In bool
-	// Former are addresses the pod published until it renumbered, peers
-	// for FormerLinger more, so that the goodbye its keepalived sends from
-	// the old address as it recreates its instances is heard (the others'
-	// watches are faster than its reload).
-	Former []netip.Addr
 	// Why says why the pod is in or out, for people.
 	Why string
 }
@@ -48,10 +44,23 @@ type Member struct {
 // View is the workload's pods, sorted by name.
 type View struct {
 	Members []Member
+	// Held are the addresses that were peers and are no longer (their pod
+	// went, or renumbered), peers still until their hold ends (Watcher
+	// Options.Hold), sorted by address.
+	Held []Held
 }
 
-// Peers are the addresses of the members that are in, other than this
-// pod's, sorted, each once.
+// Held is an address that left the peers and is held as one.
+type Held struct {
+	Addr netip.Addr
+	// Pod is the pod that published it last.
+	Pod string
+	// Until is when it stops being a peer.
+	Until time.Time
+}
+
+// Peers are the addresses of the members that are in and the held ones,
+// other than this pod's, sorted, each once.
 func (v View) Peers() []netip.Addr {
 	var out []netip.Addr
 	self := map[netip.Addr]bool{}
@@ -66,10 +75,15 @@ func (v View) Peers() []netip.Addr {
 		if m.Self || !m.In {
 			continue
 		}
-		for _, a := range slices.Concat(m.Addrs, m.Former) {
+		for _, a := range m.Addrs {
 			if !self[a] && !slices.Contains(out, a) {
 				out = append(out, a)
 			}
+		}
+	}
+	for _, h := range v.Held {
+		if !self[h.Addr] && !slices.Contains(out, h.Addr) {
+			out = append(out, h.Addr)
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
@@ -92,8 +106,10 @@ func (v View) Unpublished() []string {
 // Equal says whether two views list the same pods the same way.
 func (v View) Equal(o View) bool {
 	return slices.EqualFunc(v.Members, o.Members, func(a, b Member) bool {
-		return a.Pod == b.Pod && slices.Equal(a.Addrs, b.Addrs) && slices.Equal(a.Former, b.Former) && a.Self == b.Self &&
+		return a.Pod == b.Pod && slices.Equal(a.Addrs, b.Addrs) && a.Self == b.Self &&
 			a.Terminating == b.Terminating && a.In == b.In && a.Why == b.Why
+	}) && slices.EqualFunc(v.Held, o.Held, func(a, b Held) bool {
+		return a.Addr == b.Addr && a.Pod == b.Pod && a.Until.Equal(b.Until)
 	})
 }
 

@@ -119,9 +119,9 @@ type Options struct {
 	// Retry is the pause between attempts to read or patch this pod while
 	// the API server refuses; default 2 s.
 	Retry time.Duration
-	// Linger is how long a renumbered pod's old address stays a peer;
-	// default FormerLinger.
-	Linger time.Duration
+	// Hold is how long an address that leaves the peers stays one;
+	// default PeerHold.
+	Hold time.Duration
 }
 
 // Health is the state of the API server connection.
@@ -145,15 +145,15 @@ type Watcher struct {
 	pod       string
 	log       *slog.Logger
 	retry     time.Duration
-	lingerFor time.Duration
+	hold      time.Duration
 
 	changes chan struct{}
 
 	mu sync.Mutex
-	// former are, per pod, the addresses it published before it
-	// renumbered, and until when they stay peers.
-	former    map[string]map[netip.Addr]time.Time
-	linger    *time.Timer
+	// held are the addresses held as peers after they left (View.Held),
+	// and until when; expire updates the view when the first hold ends.
+	held      map[netip.Addr]time.Time
+	expire    *time.Timer
 	selector  string
 	published string
 	view      View
@@ -169,14 +169,14 @@ func New(o Options) *Watcher {
 	if o.Retry <= 0 {
 		o.Retry = 2 * time.Second
 	}
-	if o.Linger <= 0 {
-		o.Linger = FormerLinger
+	if o.Hold <= 0 {
+		o.Hold = PeerHold
 	}
 	if o.Reconnect == nil {
 		o.Reconnect = func() {}
 	}
 	return &Watcher{
-		client: o.Client, reconnect: o.Reconnect, lingerFor: o.Linger, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
+		client: o.Client, reconnect: o.Reconnect, hold: o.Hold, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
 		changes: make(chan struct{}, 1),
 		health:  Health{Up: true, Since: time.Now()},
 	}
@@ -503,7 +503,7 @@ func (w *Watcher) update() {
 		}
 	}
 	v := viewOf(podsNow, w.pod)
-	w.lingerFormer(v)
+	w.holdDeparted(&v)
 	changed := !v.Equal(w.view)
 	w.view = v
 	w.mu.Unlock()
@@ -515,59 +515,85 @@ func (w *Watcher) update() {
 	}
 }
 
-// FormerLinger is how long a renumbered pod's old address stays a peer
-// (Options.Linger).
-// Its keepalived says goodbye from the old address as it recreates its
-// instances, milliseconds after the others' watches carry the new one;
-// heard, the goodbye hands that node's VIPs over at once, where without it
-// they wait for the master-down timer (3 s).
-const FormerLinger = 3 * time.Second
+// PeerHold is how long an address that leaves the peers (its pod went, or
+// renumbered) stays one (Options.Hold).
+//
+// Every change of keepalived's peer list is a reload, and a reload restarts
+// the master-down timer of each of keepalived's backups: a master that died
+// within the master-down interval before another node's reload leaves its
+// VIPs unanswered that much longer (3.53 s for 3.11 s at a node's death
+// 0.4 s before a reload that dropped a drained pod, chaos seed 3 on the
+// test cluster). Dropping an address that went buys nothing: its VIPs
+// were handed over by its goodbye or taken at the master-down timer, and
+// adverts sent to it are lost harmlessly. So the address is kept for a
+// while: a pod that comes back with it (deleted and replaced, drained and
+// uncordoned, evicted while the API server was away, a node rebooted, a
+// rollout) costs no reload at all, on the others or for the VIPs, where
+// the immediate drop reloaded every node twice and moved VIPs twice as the
+// members were ranked again. A renumbered pod's former address stays in
+// the others' lists the same way, so that the goodbye its keepalived sends
+// from it as it recreates its instances is heard (the others' watches are
+// faster than its reload). One minute covers a replaced pod and a drained
+// node's short maintenance; after it, the address goes in one reload.
+const PeerHold = time.Minute
 
-// lingerFormer sets the Former addresses of v's members from the last
-// view, and arranges an update for when the first of them expires. w.mu
-// is held.
-func (w *Watcher) lingerFormer(v View) {
+// holdDeparted sets v.Held: the addresses of the last view's peers that
+// v's members no longer have, each until its hold ends, and arranges an
+// update for when the first hold ends. w.mu is held.
+func (w *Watcher) holdDeparted(v *View) {
 	now := time.Now()
-	prev := map[string]Member{}
-	for _, m := range w.view.Members {
-		prev[m.Pod] = m
+	live := map[netip.Addr]bool{}
+	for _, a := range v.Peers() {
+		live[a] = true
 	}
-	former := map[string]map[netip.Addr]time.Time{}
+	for _, m := range v.Members {
+		if m.Self {
+			for _, a := range m.Addrs {
+				live[a] = true
+			}
+		}
+	}
+	// The last view's peers, with the pod that published each.
+	last := map[netip.Addr]string{}
+	for _, m := range w.view.Members {
+		if m.In && !m.Self {
+			for _, a := range m.Addrs {
+				last[a] = m.Pod
+			}
+		}
+	}
+	for _, h := range w.view.Held {
+		if _, ok := last[h.Addr]; !ok {
+			last[h.Addr] = h.Pod
+		}
+	}
+	held := map[netip.Addr]time.Time{}
 	var next time.Time
-	for i := range v.Members {
-		m := &v.Members[i]
-		p, ok := prev[m.Pod]
-		if !ok || m.Self {
+	for a, pod := range last {
+		if live[a] {
 			continue
 		}
-		for _, a := range slices.Concat(p.Addrs, p.Former) {
-			if slices.Contains(m.Addrs, a) {
-				continue
-			}
-			until, ok := w.former[m.Pod][a]
-			if !ok {
-				until = now.Add(w.lingerFor)
-			}
-			if !until.After(now) {
-				continue
-			}
-			if former[m.Pod] == nil {
-				former[m.Pod] = map[netip.Addr]time.Time{}
-			}
-			former[m.Pod][a] = until
-			m.Former = append(m.Former, a)
-			if next.IsZero() || until.Before(next) {
-				next = until
-			}
+		until, ok := w.held[a]
+		if !ok {
+			until = now.Add(w.hold)
+			w.log.Info("a peer's address left the workload: held as a peer, keepalived not reloaded for it", "address", a, "pod", pod, "for", w.hold)
 		}
-		slices.SortFunc(m.Former, netip.Addr.Compare)
+		if !until.After(now) {
+			continue
+		}
+		held[a] = until
+		v.Held = append(v.Held, Held{Addr: a, Pod: pod, Until: until})
+		if next.IsZero() || until.Before(next) {
+			next = until
+		}
 	}
-	w.former = former
+	slices.SortFunc(v.Held, func(a, b Held) int { return a.Addr.Compare(b.Addr) })
+	w.held = held
 	if !next.IsZero() {
-		if w.linger != nil {
-			w.linger.Stop()
+		if w.expire != nil {
+			w.expire.Stop()
 		}
-		w.linger = time.AfterFunc(time.Until(next)+time.Millisecond, w.update)
+		w.expire = time.AfterFunc(time.Until(next)+time.Millisecond, w.update)
 	}
 }
 

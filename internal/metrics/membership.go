@@ -47,7 +47,7 @@ func newMembershipCollector(m Membership) *membershipCollector {
 	return &membershipCollector{
 		m: m,
 		peers: prometheus.NewDesc("ipfailover_membership_peers",
-			"Unicast peers keepalived runs with, by address family: the other pods of the workload that publish an address.",
+			"Unicast peers keepalived runs with, by address family: the other pods of the workload that publish an address, and for a minute those of pods that went (held, so that one coming back costs no reload).",
 			[]string{"family"}, nil),
 		change: prometheus.NewDesc("ipfailover_membership_last_change_timestamp_seconds",
 			"When keepalived last got other unicast peers (0: not since the start).", nil, nil),

@@ -39,7 +39,7 @@ func TestMembershipMetrics(t *testing.T) {
 # HELP ipfailover_membership_last_change_timestamp_seconds When keepalived last got other unicast peers (0: not since the start).
 # TYPE ipfailover_membership_last_change_timestamp_seconds gauge
 ipfailover_membership_last_change_timestamp_seconds 1.7000000005e+09
-# HELP ipfailover_membership_peers Unicast peers keepalived runs with, by address family: the other pods of the workload that publish an address.
+# HELP ipfailover_membership_peers Unicast peers keepalived runs with, by address family: the other pods of the workload that publish an address, and for a minute those of pods that went (held, so that one coming back costs no reload).
 # TYPE ipfailover_membership_peers gauge
 ipfailover_membership_peers{family="ipv4"} 2
 # HELP ipfailover_membership_pods The workload's pods the watch sees: in (peers, or this pod), out (no address published: starting, or speaking multicast).

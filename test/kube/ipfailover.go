@@ -116,6 +116,23 @@ func (c *Cluster) FollowLogs(ctx context.Context, namespace string, pods []corev
 	}
 }
 
+// WaitReloads is Reloads once every pod of pods has reloaded so, or once
+// within has passed (the pods that did not are missing from the map).
+func (c *Cluster) WaitReloads(ctx context.Context, namespace string, pods []corev1.Pod, addr netip.Addr, change string, since time.Time, within time.Duration) (map[string][]time.Time, error) {
+	deadline := time.Now().Add(within)
+	for {
+		out, err := c.Reloads(ctx, namespace, pods, addr, change, since)
+		if err != nil || len(out) == len(pods) || time.Now().After(deadline) {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // Reloads returns, per pod of pods, the times at or after since at which
 // its ipfailover reloaded keepalived with addr added or removed (change),
 // as its log says ("reloaded keepalived ... added=[addr]").

@@ -132,8 +132,9 @@ func TestDeployment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Running on for the subtests after this one: the test's
+		// cleanup stops it.
 		svc[node.Name] = s
-		t.Cleanup(s.Stop)
 		settled(ctx, t, c, vips)
 	})
 
@@ -168,6 +169,10 @@ func TestDeployment(t *testing.T) {
 	t.Run("a node dies and comes back", func(t *testing.T) {
 		h := settled(ctx, t, c, vips)
 		nodeDeath(ctx, t, c, c.Machine(h[vips[0]]), vips)
+	})
+
+	t.Run("a node dies as a drained node's pod goes", func(t *testing.T) {
+		deathAfterDrain(ctx, t, c, vips)
 	})
 
 	t.Run("a node's link is cut and restored", func(t *testing.T) {

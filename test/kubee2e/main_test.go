@@ -132,8 +132,9 @@ func overlay(base string, extra map[string]string) kube.Overlay {
 	return kube.Overlay{Base: base, Image: image, Config: cfg, Replicas: 3}
 }
 
-// services starts every node's monitored service and stops them when the
-// test ends.
+// services starts every node's monitored service and stops the ones in
+// the map when the test ends (a subtest that stops one puts its
+// replacement there).
 func services(t *testing.T, c *kube.Cluster) map[string]*lab.Service {
 	t.Helper()
 	out := map[string]*lab.Service{}
@@ -143,8 +144,13 @@ func services(t *testing.T, c *kube.Cluster) map[string]*lab.Service {
 			t.Fatal(err)
 		}
 		out[n.Name] = s
-		t.Cleanup(s.Stop)
 	}
+	// The services running when the test ends: a subtest may replace one.
+	t.Cleanup(func() {
+		for _, s := range out {
+			s.Stop()
+		}
+	})
 	return out
 }
 

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ipfailover/ipfailover/internal/membership"
 	"github.com/ipfailover/ipfailover/test/kube"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
@@ -28,8 +29,10 @@ const (
 	// masterDown is keepalived's master-down interval at the manifests'
 	// advert interval: the others must list a new pod well inside it.
 	masterDown = 3 * advert
-	// reloadBound bounds the time from a pod's deletion to the others'
-	// reloads (make bench: the goal is 1 s).
+	// reloadBound bounds the time from a pod's address being published
+	// to the others' reloads (make bench: the goal is 1 s), and from the
+	// end of a left pod's hold (membership.PeerHold after its deletion)
+	// to the others' reloads without it.
 	reloadBound = 3 * time.Second
 	// watchBackBound bounds the time from the API server answering again
 	// to every pod watching. They try every 2 s (the metric is read every
@@ -108,7 +111,7 @@ func TestPeersFromPods(t *testing.T) {
 		if len(started) == 0 {
 			t.Fatalf("%s never started keepalived", joined[0].Name)
 		}
-		for name, at := range listedAfter(ctx, t, c, joined[0], subject, before, began, "published this pod's unicast address", "added") {
+		for name, at := range listedAfter(ctx, t, c, joined[0], subject, before, began, "published this pod's unicast address", "added", 0) {
 			if d := at.Sub(published[0]); d > reloadBound {
 				t.Errorf("%s listed the new pod %s after it published its address, want at most %s", name, d, reloadBound)
 			}
@@ -191,6 +194,20 @@ func TestPeersFromPods(t *testing.T) {
 			if d > renumberBound {
 				t.Errorf("renumber %d: the other pods listed the new address %s after it was made, want at most %s", i+1, d.Round(time.Millisecond), renumberBound)
 			}
+		}
+		// The address it moved to and back from is held a while by the
+		// others (membership.PeerHold), then dropped in one reload: before
+		// the next case, which needs the peers to stay put.
+		dropped, err := c.WaitReloads(ctx, kube.Namespace, others, moved, "removed", began, membership.PeerHold+reloadBound+time.Since(began))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range others {
+			if len(dropped[o.Name]) == 0 {
+				t.Errorf("%s never dropped %s, the address %s moved to and back from, after the hold (%s)", o.Name, moved, m.Name, membership.PeerHold)
+				continue
+			}
+			t.Logf("%s dropped %s %s after the renumbering began", o.Name, moved, dropped[o.Name][0].Sub(began).Round(time.Millisecond))
 		}
 		// The renumbered node's goodbye from its old address (still
 		// listed for a while) hands its VIPs over as in a rollout.
@@ -341,25 +358,27 @@ func TestPeersFromPods(t *testing.T) {
 		if len(left) != 1 {
 			t.Fatalf("pods gone %v, want one", left)
 		}
-		// It was listed until it was gone: the others dropped it after its
-		// keepalived had stopped (and sent its goodbye).
+		// It was listed until it was gone, and its address held for the
+		// hold after: the others dropped it after its keepalived had
+		// stopped (and sent its goodbye), in one reload a hold later.
 		leftLog := follow(left[0].Name)
 		stopped := kube.LogTimes(leftLog, "keepalived stopped")
-		reloaded := listedAfter(ctx, t, c, left[0], leftLog, pods, began, "keepalived stopped", "removed")
+		reloaded := listedAfter(ctx, t, c, left[0], leftLog, pods, began, "keepalived stopped", "removed", membership.PeerHold+reloadBound)
 		for name, at := range reloaded {
 			if len(stopped) > 0 && at.Before(stopped[len(stopped)-1]) {
 				t.Errorf("%s dropped %s before its keepalived stopped: its goodbye was not heard", name, left[0].Name)
 			}
 		}
-		// And dropped soon after it was gone from the API server.
+		// And dropped once the hold had ended after it was gone from the
+		// API server.
 		if at, ok := gone(left[0].Name); ok {
 			for name, r := range reloaded {
 				d := r.Sub(at)
-				// Negative: it went as its containers ended (the field
-				// selector leaves ended pods out), before the object.
-				t.Logf("%s reloaded without %s %s from its deletion", name, left[0].Name, d.Round(time.Millisecond))
-				if d > reloadBound {
-					t.Errorf("%s reloaded without %s %s after it was deleted, want at most %s", name, left[0].Name, d.Round(time.Millisecond), reloadBound)
+				// Less than the hold: it went as its containers ended (the
+				// field selector leaves ended pods out), before the object.
+				t.Logf("%s reloaded without %s %s from its deletion (the hold: %s)", name, left[0].Name, d.Round(time.Millisecond), membership.PeerHold)
+				if d < membership.PeerHold-reloadBound || d > membership.PeerHold+reloadBound {
+					t.Errorf("%s reloaded without %s %s after it was deleted, want the hold %s give or take %s", name, left[0].Name, d.Round(time.Millisecond), membership.PeerHold, reloadBound)
 				}
 			}
 		} else {
@@ -553,7 +572,7 @@ func logsOf(ctx context.Context, t *testing.T, c *kube.Cluster, pod string) []by
 // stop) and, in each pod of others, the reload that added or removed
 // subject's address at or after since; it fails when one of them never
 // reloaded for it, and returns when each did.
-func listedAfter(ctx context.Context, t *testing.T, c *kube.Cluster, subject corev1.Pod, subjectLog []byte, others []corev1.Pod, since time.Time, msg, change string) map[string]time.Time {
+func listedAfter(ctx context.Context, t *testing.T, c *kube.Cluster, subject corev1.Pod, subjectLog []byte, others []corev1.Pod, since time.Time, msg, change string, within time.Duration) map[string]time.Time {
 	t.Helper()
 	addr := nodeAddr(t, c, subject)
 	at := kube.LogTimes(subjectLog, msg)
@@ -561,7 +580,7 @@ func listedAfter(ctx context.Context, t *testing.T, c *kube.Cluster, subject cor
 		t.Fatalf("%s never logged %q", subject.Name, msg)
 	}
 	others = slices.DeleteFunc(slices.Clone(others), func(o corev1.Pod) bool { return o.Name == subject.Name })
-	reloads, err := c.Reloads(ctx, kube.Namespace, others, addr, change, since)
+	reloads, err := c.WaitReloads(ctx, kube.Namespace, others, addr, change, since, within)
 	if err != nil {
 		t.Fatal(err)
 	}

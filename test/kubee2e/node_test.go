@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/ipfailover/ipfailover/test/kube"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
@@ -139,4 +141,90 @@ func linkCut(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.Ma
 	}
 	podsReady(ctx, t, c)
 	t.Logf("%s back on the network: holders %s (%s after the cut)", victim.Name, settled(ctx, t, c, vs), time.Since(began).Round(time.Second))
+}
+
+// deathAfterDrain replays chaos seed 3's fault 12 on the cluster: a
+// holder's node is drained and, the moment its pod is gone, the node that
+// took its first VIP dies. The others must not reload keepalived for the
+// drained pod (its address is held, membership.PeerHold): a reload restarts
+// every backup's master-down timer, and one just after the death kept the
+// dead node's VIPs out 3.53 s where the timers allow 3.11 s. So the
+// survivor's log has no reload without the drained pod's address, and the
+// VIPs move within crashBound (the figure is logged).
+func deathAfterDrain(ctx context.Context, t *testing.T, c *kube.Cluster, vs []netip.Addr) {
+	t.Helper()
+	h := settled(ctx, t, c, vs)
+	drained := c.Machine(h[vs[0]])
+	pods := podsReady(ctx, t, c)
+	began := time.Now()
+	t.Cleanup(func() {
+		if err := c.Uncordon(context.Background(), drained.Name); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.Drain(ctx, drained.Name); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	// The drained pod said goodbye as it went: its VIPs are elsewhere.
+	h, err := c.Lab().WaitOneHolder(ctx, vs, func(m lab.HolderMap) bool {
+		return !slices.ContainsFunc(vs, func(v netip.Addr) bool { return m[v] == drained.Lab() })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.Machine(h[vs[0]])
+	moved := heldBy(h, victim.Lab(), vs)
+	died := time.Now()
+	if err := victim.Die(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, ok := victim.Running(kube.Kubelet); !ok {
+			if err := victim.Boot(context.Background()); err != nil {
+				t.Errorf("booting %s again: %v", victim.Name, err)
+			}
+		}
+	})
+	after, err := c.Lab().WaitOneHolder(ctx, vs, func(m lab.HolderMap) bool {
+		return !slices.ContainsFunc(moved, func(v netip.Addr) bool { return m[v] == victim.Lab() })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(died)
+	t.Logf("%s drained (its pod gone %s after the drain began); %s died %s later: %v moved in %s (the timers: %s and the skew); holders %s",
+		drained.Name, gone.Sub(began).Round(time.Millisecond), victim.Name, died.Sub(gone).Round(time.Millisecond), moved, took.Round(time.Millisecond), 3*advert, after)
+	if took > crashBound {
+		t.Errorf("%s's VIPs took %s to move, want at most %s", victim.Name, took.Round(time.Millisecond), crashBound)
+	}
+	// The survivor kept the drained pod's address: no reload for it.
+	var survivors []corev1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName != drained.Name && p.Spec.NodeName != victim.Name {
+			survivors = append(survivors, p)
+		}
+	}
+	if len(survivors) != 1 {
+		t.Fatalf("pods %d on nodes other than %s and %s, want one", len(survivors), drained.Name, victim.Name)
+	}
+	reloads, err := c.Reloads(ctx, kube.Namespace, survivors, drained.Lab().Addr4, "removed", began)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reloads[survivors[0].Name]; len(r) > 0 {
+		t.Errorf("%s reloaded keepalived without the drained %s's address %s after the drain, want it held: %v", survivors[0].Name, drained.Name, drained.Lab().Addr4, r)
+	}
+
+	if err := victim.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitNodesReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Uncordon(ctx, drained.Name); err != nil {
+		t.Fatal(err)
+	}
+	podsReady(ctx, t, c)
+	t.Logf("%s back, %s uncordoned: holders %s (%s after the drain began)", victim.Name, drained.Name, settled(ctx, t, c, vs), time.Since(began).Round(time.Second))
 }
