@@ -31,26 +31,9 @@ func nodeDeath(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.
 		t.Fatalf("%s holds none of %v", victim.Name, vs)
 	}
 	began := time.Now()
-	if err := victim.Die(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// A test that fails half way leaves the node booted for the next.
-	t.Cleanup(func() {
-		if _, ok := victim.Running(kube.Kubelet); !ok {
-			if err := victim.Boot(context.Background()); err != nil {
-				t.Errorf("booting %s again: %v", victim.Name, err)
-			}
-		}
-	})
-	after, err := c.Lab().WaitOneHolder(ctx, vs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(began)
+	kill(ctx, t, victim)
+	after, took := movedOff(ctx, t, c, victim, moved, vs, began)
 	t.Logf("%s died: %v moved in %s; holders %s", victim.Name, moved, took.Round(time.Millisecond), after)
-	if took > crashBound {
-		t.Errorf("%s's VIPs took %s to move, want at most %s (3 advert intervals and the skew, with room)", victim.Name, took.Round(time.Millisecond), crashBound)
-	}
 
 	gaps, err := c.ProbeDuring(ctx, targets(vs), probeEvery, func() error {
 		p := pending(ctx, t, c, podLabel)
@@ -92,6 +75,41 @@ func nodeDeath(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.
 	t.Logf("%s back: holders %s", victim.Name, settled(ctx, t, c, vs))
 }
 
+// kill kills victim (Machine.Die) and boots it again when the test ends,
+// if the test did not.
+func kill(ctx context.Context, t *testing.T, victim *kube.Machine) {
+	t.Helper()
+	if err := victim.Die(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A test that fails half way leaves the node booted for the next.
+	t.Cleanup(func() {
+		if _, ok := victim.Running(kube.Kubelet); !ok {
+			if err := victim.Boot(context.Background()); err != nil {
+				t.Errorf("booting %s again: %v", victim.Name, err)
+			}
+		}
+	})
+}
+
+// movedOff waits until none of moved is on victim and every VIP of vs has
+// one holder, and returns the holders and the time since began; longer
+// than crashBound is an error.
+func movedOff(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.Machine, moved, vs []netip.Addr, began time.Time) (lab.HolderMap, time.Duration) {
+	t.Helper()
+	after, err := c.Lab().WaitOneHolder(ctx, vs, func(m lab.HolderMap) bool {
+		return !slices.ContainsFunc(moved, func(v netip.Addr) bool { return m[v] == victim.Lab() })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	if took > crashBound {
+		t.Errorf("%s's VIPs %v took %s to move, want at most %s (3 advert intervals and the skew, with room)", victim.Name, moved, took.Round(time.Millisecond), crashBound)
+	}
+	return after, took
+}
+
 // heldBy lists the VIPs n holds.
 func heldBy(h lab.HolderMap, n *lab.Node, vs []netip.Addr) []netip.Addr {
 	var out []netip.Addr
@@ -123,17 +141,8 @@ func linkCut(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.Ma
 			}
 		}
 	})
-	after, err := c.Lab().WaitOneHolder(ctx, vs, func(m lab.HolderMap) bool {
-		return !slices.ContainsFunc(moved, func(v netip.Addr) bool { return m[v] == victim.Lab() })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(began)
+	after, took := movedOff(ctx, t, c, victim, moved, vs, began)
 	t.Logf("%s cut off: %v moved in %s; holders %s", victim.Name, moved, took.Round(time.Millisecond), after)
-	if took > crashBound {
-		t.Errorf("%s's VIPs took %s to move, want at most %s", victim.Name, took.Round(time.Millisecond), crashBound)
-	}
 	p := pending(ctx, t, c, podLabel)
 	t.Logf("%s is unreachable; the replacement %s waits Pending", victim.Name, p.Name)
 	if err := victim.RestoreLink(ctx); err != nil {
@@ -176,28 +185,10 @@ func deathAfterDrain(ctx context.Context, t *testing.T, c *kube.Cluster, vs []ne
 	victim := c.Machine(h[vs[0]])
 	moved := heldBy(h, victim.Lab(), vs)
 	died := time.Now()
-	if err := victim.Die(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, ok := victim.Running(kube.Kubelet); !ok {
-			if err := victim.Boot(context.Background()); err != nil {
-				t.Errorf("booting %s again: %v", victim.Name, err)
-			}
-		}
-	})
-	after, err := c.Lab().WaitOneHolder(ctx, vs, func(m lab.HolderMap) bool {
-		return !slices.ContainsFunc(moved, func(v netip.Addr) bool { return m[v] == victim.Lab() })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(died)
+	kill(ctx, t, victim)
+	after, took := movedOff(ctx, t, c, victim, moved, vs, died)
 	t.Logf("%s drained (its pod gone %s after the drain began); %s died %s later: %v moved in %s (the timers: %s and the skew); holders %s",
 		drained.Name, gone.Sub(began).Round(time.Millisecond), victim.Name, died.Sub(gone).Round(time.Millisecond), moved, took.Round(time.Millisecond), 3*advert, after)
-	if took > crashBound {
-		t.Errorf("%s's VIPs took %s to move, want at most %s", victim.Name, took.Round(time.Millisecond), crashBound)
-	}
 	// The survivor kept the drained pod's address: no reload for it.
 	var survivors []corev1.Pod
 	for _, p := range pods {
