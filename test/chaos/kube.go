@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -57,6 +59,38 @@ type kubeTarget struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 	confs map[string]*keepalived.Conf
+
+	// stopLogs ends the copy of the pods' logs (podLogs) and waits for
+	// its last round; nil without o.Out.
+	stopLogs func()
+}
+
+// podLogsEvery is how often the pods' logs are copied: a pod's last lines
+// before its deletion are lost within it.
+const podLogsEvery = 200 * time.Millisecond
+
+// keepPodLogs copies the workload's pods' logs into o.Out/logs until
+// stopLogs (the report directory's earlier logs removed first).
+func (t *kubeTarget) keepPodLogs() error {
+	if t.o.Out == "" {
+		return nil
+	}
+	dir := filepath.Join(t.o.Out, "logs")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	nodes := map[string]string{}
+	for _, m := range t.c.Nodes {
+		nodes[m.Name] = m.PodLogs()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		newPodLogs(dir, kube.Namespace, nodes, podLogsEvery).run(ctx)
+	}()
+	t.stopLogs = func() { cancel(); <-done }
+	return nil
 }
 
 func newKubeTarget(ctx context.Context, o Options) (*kubeTarget, error) {
@@ -79,6 +113,9 @@ func newKubeTarget(ctx context.Context, o Options) (*kubeTarget, error) {
 	t := &kubeTarget{o: o, c: c, log: log, config: kubeConfig(o.AdvertInterval, ""), locks: map[string]*sync.Mutex{}}
 	for _, m := range c.Nodes {
 		t.locks[m.Name] = &sync.Mutex{}
+	}
+	if err := t.keepPodLogs(); err != nil {
+		return nil, errors.Join(fmt.Errorf("keeping the pods' logs: %w", err), t.close())
 	}
 	return t, nil
 }
@@ -619,6 +656,10 @@ func (t *kubeTarget) shutdown(ctx context.Context) []Check {
 func (t *kubeTarget) close() error {
 	if t.c == nil {
 		return nil
+	}
+	if t.stopLogs != nil {
+		t.stopLogs()
+		t.stopLogs = nil
 	}
 	t.c.Close()
 	t.c = nil

@@ -56,6 +56,11 @@ func (m *Machine) Lab() *lab.Node { return m.lab }
 // daemon), pids.
 func (m *Machine) Dir() string { return filepath.Join(m.c.st.Dir, m.Name) }
 
+// PodLogs is where the host sees the machine's /var/log/pods: the
+// kubelet's container logs, <namespace>_<pod>_<uid>/<container>/<n>.log,
+// deleted with their pod.
+func (m *Machine) PodLogs() string { return filepath.Join(m.Dir(), "var-log", "pods") }
+
 // Log is the path of a daemon's log (stdout and stderr).
 func (m *Machine) Log(d Daemon) string { return filepath.Join(m.Dir(), "logs", string(d)+".log") }
 
