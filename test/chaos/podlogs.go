@@ -2,9 +2,7 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -101,8 +99,5 @@ func appendFrom(src, dst string, offset int64) (int64, error) {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return offset + n, err
-	}
-	return offset + n, nil
+	return offset + n, err
 }
