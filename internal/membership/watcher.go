@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
+
+	"github.com/ipfailover/ipfailover/internal/component"
 )
 
 var pods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -213,9 +215,9 @@ func (w *Watcher) Prepare(ctx context.Context, addrs []netip.Addr) error {
 		return err
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.update() },
-		UpdateFunc: func(any, any) { w.update() },
-		DeleteFunc: func(any) { w.update() },
+		AddFunc:    func(any) { w.safeUpdate() },
+		UpdateFunc: func(any, any) { w.safeUpdate() },
+		DeleteFunc: func(any) { w.safeUpdate() },
 	}); err != nil {
 		return err
 	}
@@ -520,13 +522,32 @@ func (w *Watcher) reachable() {
 	}
 }
 
+// safeUpdate is update for client-go's handlers, which re-panic: a pod
+// object that update cannot handle (a bug) counts as a failed request and
+// leaves the view as it was, instead of ending PID 1.
+func (w *Watcher) safeUpdate() {
+	if err := component.Safe("reading the workload's pods", func() error { w.update(); return nil }); err != nil {
+		w.failed(err)
+	}
+}
+
 // update recomputes the view from the informer's store and signals a
 // change.
 func (w *Watcher) update() {
+	if w.recompute() {
+		select {
+		case w.changes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// recompute sets the view from the store; it reports whether it changed.
+func (w *Watcher) recompute() bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.store == nil {
-		w.mu.Unlock()
-		return
+		return false
 	}
 	objs := w.store.List()
 	podsNow := make([]*metav1.PartialObjectMetadata, 0, len(objs))
@@ -539,13 +560,7 @@ func (w *Watcher) update() {
 	w.holdDeparted(&v)
 	changed := !v.Equal(w.view)
 	w.view = v
-	w.mu.Unlock()
-	if changed {
-		select {
-		case w.changes <- struct{}{}:
-		default:
-		}
-	}
+	return changed
 }
 
 // PeerHold is how long an address that leaves the peers (its pod went, or

@@ -28,7 +28,9 @@ import (
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/internal/proc"
+	"github.com/ipfailover/ipfailover/test/syncbuf"
 	"github.com/ipfailover/ipfailover/test/wait"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -665,3 +667,23 @@ func TestComponentsInReadyz(t *testing.T) {
 type watchStats host.WatchStats
 
 func (w watchStats) WatchStats() host.WatchStats { return host.WatchStats(w) }
+
+type panickingCollector struct{ desc *prometheus.Desc }
+
+func (c panickingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c panickingCollector) Collect(chan<- prometheus.Metric)    { panic("a bug") }
+
+// TestCollectorPanicContained: the registry runs collectors on goroutines
+// of its own; a panic there is logged, not the end of the process.
+func TestCollectorPanicContained(t *testing.T) {
+	var log syncbuf.Buffer
+	c := safeCollector{panickingCollector{prometheus.NewDesc("x", "x", nil, nil)}, slog.New(slog.NewTextHandler(&log, nil))}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "a metrics collector panicked") {
+		t.Errorf("no log line:\n%s", log.String())
+	}
+}

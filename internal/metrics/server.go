@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -125,29 +126,32 @@ func New(o Options) (*Server, error) {
 	c := newCollector(o, d)
 
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(c); err != nil {
+	// The registry runs every Collect on goroutines of its own, out of
+	// net/http's reach: a collector that panics (a bug) must not end PID 1.
+	safe := func(c prometheus.Collector) prometheus.Collector { return safeCollector{c, o.Logger} }
+	if err := reg.Register(safe(c)); err != nil {
 		return nil, fmt.Errorf("registering the collector: %w", err)
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if o.Check != nil {
-		if err := reg.Register(o.Check); err != nil {
+		if err := reg.Register(safe(o.Check)); err != nil {
 			return nil, fmt.Errorf("registering the check's metrics: %w", err)
 		}
 	}
 	if o.SplitBrain != nil {
-		reg.MustRegister(newSplitBrainCollector(o.SplitBrain, o.Plan.Config.VIPs))
+		reg.MustRegister(safe(newSplitBrainCollector(o.SplitBrain, o.Plan.Config.VIPs)))
 	}
 	if o.Membership != nil {
-		reg.MustRegister(newMembershipCollector(o.Membership))
+		reg.MustRegister(safe(newMembershipCollector(o.Membership)))
 	}
 	if o.Bridge != nil {
-		reg.MustRegister(newBridgeCollector(o.Bridge))
+		reg.MustRegister(safe(newBridgeCollector(o.Bridge)))
 	}
 	if o.Components != nil {
-		reg.MustRegister(newComponentCollector(o.Components))
+		reg.MustRegister(safe(newComponentCollector(o.Components)))
 	}
 	if o.AddrWatch != nil {
-		reg.MustRegister(newAddrWatchCollector(o.AddrWatch))
+		reg.MustRegister(safe(newAddrWatchCollector(o.AddrWatch)))
 	}
 
 	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger}
@@ -329,6 +333,22 @@ func alive(fs proc.FS, k Keepalived) error {
 		return fmt.Errorf("keepalived pid %d is dead", pid)
 	}
 	return nil
+}
+
+// safeCollector logs a panic of its collector instead of letting it end
+// the process; the scrape then lacks that collector's series.
+type safeCollector struct {
+	prometheus.Collector
+	log *slog.Logger
+}
+
+func (c safeCollector) Collect(ch chan<- prometheus.Metric) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("a metrics collector panicked; its series are missing from this scrape", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		}
+	}()
+	c.Collector.Collect(ch)
 }
 
 // promLogger routes promhttp's errors to slog.

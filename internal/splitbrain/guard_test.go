@@ -602,3 +602,16 @@ func TestGuardOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPanickingPacketIsDropped: a packet that makes a decoder panic is
+// dropped and logged; the guard goes on.
+func TestPanickingPacketIsDropped(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100"}, "192.0.2.11/24")
+	got := gt.g.decodeClaims(func([]byte, net.Addr) []claim { panic("index out of range [7] with length 3") }, []byte{1, 2, 3}, nil)
+	if got != nil {
+		t.Errorf("claims %v from a packet whose decoding panicked", got)
+	}
+	if !strings.Contains(gt.logs.String(), "dropped a packet whose handling failed") {
+		t.Errorf("no log line for the dropped packet:\n%s", gt.logs)
+	}
+}

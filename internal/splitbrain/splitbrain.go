@@ -190,6 +190,7 @@ type Guard struct {
 	probeFilter []netip.Addr
 
 	mu           sync.Mutex
+	lastDropLog  time.Time
 	conflicts    map[netip.Addr][]net.HardwareAddr
 	strayRemoved map[netip.Addr]uint64
 	announced    map[netip.Addr]uint64
@@ -811,7 +812,7 @@ func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte, net.
 			continue
 		}
 		held := g.held.Load()
-		for _, cl := range decode(buf[:n], from) {
+		for _, cl := range g.decodeClaims(decode, buf[:n], from) {
 			if held == nil || !(*held)[cl.addr] || bytes.Equal(cl.mac, g.mac) {
 				continue
 			}
@@ -821,6 +822,31 @@ func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte, net.
 				return
 			}
 		}
+	}
+}
+
+// decodeClaims decodes a packet from the wire; one that makes the decoder
+// panic is dropped, and the guard goes on.
+func (g *Guard) decodeClaims(decode func([]byte, net.Addr) []claim, b []byte, from net.Addr) (out []claim) {
+	if err := component.Safe("decoding a packet", func() error { out = decode(b, from); return nil }); err != nil {
+		g.droppedPacket(err)
+		return nil
+	}
+	return out
+}
+
+// droppedPacket logs a packet whose handling panicked, once a minute at
+// most: a bug met by a packet from the wire, not a reason to stop.
+func (g *Guard) droppedPacket(err error) {
+	now := time.Now()
+	g.mu.Lock()
+	due := now.Sub(g.lastDropLog) >= time.Minute
+	if due {
+		g.lastDropLog = now
+	}
+	g.mu.Unlock()
+	if due {
+		g.log.Error("dropped a packet whose handling failed", "interface", g.iface, "error", err)
 	}
 }
 
@@ -859,7 +885,9 @@ func (g *Guard) readAdverts(ctx context.Context, c conn, v6 bool) {
 		if !ok {
 			continue
 		}
-		g.advert(buf[:n], src.Unmap(), v6)
+		if err := component.Safe("checking a VRRP advert", func() error { g.advert(buf[:n], src.Unmap(), v6); return nil }); err != nil {
+			g.droppedPacket(err)
+		}
 	}
 }
 
