@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // TestSIGHUPReloads: SIGHUP re-renders keepalived.conf and reloads the same
@@ -61,4 +63,83 @@ func TestSIGHUPReloads(t *testing.T) {
 			t.Errorf("%s moved from %s to %s on reload", v, f.Holders[v].Name, m[v].Name)
 		}
 	}
+}
+
+// TestInterfaceMoveEndsRun: with OPENSHIFT_HA_NETWORK_INTERFACE unset and
+// multicast VRRP, the default route moves to another interface and the
+// node gets SIGHUP. The run ends (keepalived hands the VIPs over, nothing
+// of this configuration stays on the old interface, exit 1 so that the pod
+// restarts), and a new run on the node plans, guards and measures the new
+// interface.
+func TestInterfaceMoveEndsRun(t *testing.T) {
+	s := newScenario(t)
+	f := s.fleet(env(vips4Env), vips4)
+	n := f.Holders[vips4[0]]
+	p := f.Proc(n)
+	var out *lab.Output
+	for i, q := range f.Procs {
+		if q == p {
+			out = f.Outputs[i]
+		}
+	}
+	for _, argv := range [][]string{
+		{"ip", "link", "add", "eth1", "type", "veth", "peer", "name", "eth1p"},
+		{"ip", "link", "set", "eth1", "up"},
+		{"ip", "link", "set", "eth1p", "up"},
+		{"ip", "addr", "add", "198.51.100.10/24", "dev", "eth1"},
+		{"ip", "route", "replace", "default", "via", "198.51.100.1", "dev", "eth1"},
+	} {
+		if _, err := n.Exec(s.ctx, argv...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	code, err := p.Wait(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 {
+		t.Errorf("ipfailover exited %d after its interface moved, want 1 (the pod restarts)", code)
+	}
+	if !strings.Contains(out.String(), "the VRRP interface changed") {
+		t.Errorf("the log does not say the interface changed:\n%s", out)
+	}
+	if h := held(t, n, vips4); len(h) > 0 {
+		t.Errorf("VIPs %v left on eth0 after the run ended", h)
+	}
+	m := s.waitOne(vips4, func(m lab.HolderMap) bool {
+		for _, v := range vips4 {
+			if m[v] == n {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("after the move: %s", m)
+
+	// The pod starts again: on eth1, which it plans, renders and watches.
+	p2, out2 := s.start(n, env(vips4Env))
+	s.waitFor("the new run on eth1", func() (bool, error) {
+		if p2.Exited() {
+			return false, fmt.Errorf("the new run exited:\n%s", out2)
+		}
+		conf, err := p2.ReadFile("/etc/keepalived/keepalived.conf")
+		if err != nil {
+			return false, nil
+		}
+		return strings.Contains(string(conf), "interface eth1") && !strings.Contains(string(conf), "interface eth0"), nil
+	})
+	// Alone on eth1, this node's keepalived holds every VIP there, and the
+	// metrics say so.
+	hc := s.c.HTTPClient()
+	s.waitFor("ipfailover_vip_held on eth1", func() (bool, error) {
+		m, err := scrapeNode(s.ctx, hc, n)
+		if err != nil {
+			return false, nil
+		}
+		return strings.Contains(m.body, `ipfailover_vip_held{instance="OpenShift_IPFailover_VIP_1",intf="eth1",vip="192.0.2.100"} 1`), nil
+	})
+	s.stop(p2)
 }
