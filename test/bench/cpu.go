@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/lab"
@@ -253,7 +254,9 @@ func (r *runner) nodeGroups(p *lab.Process) ([2]*cpuGroup, error) {
 		if q.Pid == p.Pid {
 			to = g[0]
 		}
-		if err := to.add(q.Pid); err != nil {
+		// A child that exits between the listing and the move (a check
+		// script, an iptables run) has nothing left to count.
+		if err := to.add(q.Pid); err != nil && !(q.Pid != p.Pid && errors.Is(err, syscall.ESRCH)) {
 			return g, err
 		}
 	}
