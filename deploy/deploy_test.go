@@ -579,8 +579,18 @@ func checkNodeAgent(t *testing.T, what string, spec corev1.PodSpec, c corev1.Con
 func checkResources(t *testing.T, what string, got, want corev1.ResourceList) {
 	t.Helper()
 	if !maps.EqualFunc(got, want, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }) {
-		t.Errorf("%s %v, want %v", what, got, want)
+		t.Errorf("%s %s, want %s", what, quantities(got), quantities(want))
 	}
+}
+
+// quantities formats l as "cpu=100m memory=64Mi".
+func quantities(l corev1.ResourceList) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		out = append(out, fmt.Sprintf("%s=%s", name, q.String()))
+	}
+	return strings.Join(out, " ")
 }
 
 // checkAdmitted: a ResourceQuota of the build admits the pod's priority
@@ -858,7 +868,7 @@ func checkCleanupScheduling(t *testing.T, what string, spec corev1.PodSpec, c co
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		q, ok := c.Resources.Requests[name]
 		if want := podRequests[name]; !ok || q.Cmp(want) > 0 {
-			t.Errorf("%s: %s request %v, want one of at most the pod's %v", what, name, c.Resources.Requests, podRequests)
+			t.Errorf("%s: requests %s, want a %s request of at most the pod's (%s)", what, quantities(c.Resources.Requests), name, quantities(podRequests))
 		}
 	}
 }
