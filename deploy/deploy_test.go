@@ -459,7 +459,6 @@ func checkWorkload(t *testing.T, b *built) {
 	}
 	checkLeastPrivilege(t, kind, c, podCapabilities)
 	checkNodeAgent(t, kind, spec, c)
-	checkAdmitted(t, b, kind, spec)
 	if c.Image != image {
 		t.Errorf("%s: image %q, want %q", kind, c.Image, image)
 	}
@@ -1123,7 +1122,6 @@ func TestComponents(t *testing.T) {
 						checkCleanupScheduling(t, what, pod.Spec, c)
 					} else {
 						checkNodeAgent(t, what, pod.Spec, c)
-						checkAdmitted(t, b, what, pod.Spec)
 					}
 					for _, v := range pod.Spec.Volumes {
 						if v.HostPath != nil && (v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate) {
@@ -1141,6 +1139,35 @@ func TestComponents(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCriticalQuotaComponent: components/critical-quota admits every
+// workload's priority class, in the workload's namespace (deploy/'s, or
+// the one an overlay sets), and changes nothing else; no overlay has a
+// quota without it.
+func TestCriticalQuotaComponent(t *testing.T) {
+	for _, base := range []string{"overlays/openshift", "overlays/kubernetes", "overlays/kubernetes-podmonitor", "overlays/daemonset"} {
+		t.Run(base, func(t *testing.T) {
+			without := build(t, base)
+			if len(without.quotas) > 0 {
+				t.Errorf("%s has a ResourceQuota without the component", base)
+			}
+			b := build(t, overlay(t, "", []string{base}, []string{"components/critical-quota"}))
+			if len(b.quotas) != 1 || b.namespaced["ResourceQuota/"+b.quotas[0].Name] != namespace {
+				t.Fatalf("want one ResourceQuota in namespace %s, got %d", namespace, len(b.quotas))
+			}
+			kind, tmpl := b.workload(t)
+			checkAdmitted(t, b, kind, tmpl.Spec)
+			if diff := cmp.Diff(podsOf(without), podsOf(b)); diff != "" {
+				t.Errorf("the component changes the pods (-without +with):\n%s", diff)
+			}
+			checkWorkload(t, b)
+			moved := build(t, overlay(t, "namespace: failover-b\n", []string{base}, []string{"components/critical-quota"}))
+			if len(moved.quotas) != 1 || moved.namespaced["ResourceQuota/"+moved.quotas[0].Name] != "failover-b" {
+				t.Errorf("an overlay's namespace failover-b does not move the ResourceQuota")
+			}
+		})
 	}
 }
 
