@@ -1171,6 +1171,19 @@ func TestCriticalQuotaComponent(t *testing.T) {
 	}
 }
 
+// TestSCCComponentInAUsersOverlay: components/openshift-scc added, as the
+// README says, to a user's overlay of overlays/daemonset (which sets no
+// namespace) grants the SCC in the pods' namespace.
+func TestSCCComponentInAUsersOverlay(t *testing.T) {
+	b := build(t, overlay(t, "", []string{"overlays/daemonset"}, []string{"components/openshift-scc"}))
+	for obj, ns := range b.namespaced {
+		if ns != namespace && !strings.HasPrefix(obj, "SecurityContextConstraints/") {
+			t.Errorf("%s in namespace %q, want %q", obj, ns, namespace)
+		}
+	}
+	checkWorkload(t, b)
+}
+
 // TestMulticastComponent: components/multicast takes the peers-from-pods
 // mode out of every overlay: the setting, the token, the Role and its
 // binding (checkWorkload then checks what multicast needs).
