@@ -256,7 +256,9 @@ func (r *runner) nodeGroups(p *lab.Process) ([2]*cpuGroup, error) {
 		}
 		// A child that exits between the listing and the move (a check
 		// script, an iptables run) has nothing left to count.
-		if err := to.add(q.Pid); err != nil && !(q.Pid != p.Pid && errors.Is(err, syscall.ESRCH)) {
+		err := to.add(q.Pid)
+		gone := q.Pid != p.Pid && errors.Is(err, syscall.ESRCH)
+		if err != nil && !gone {
 			return g, err
 		}
 	}
