@@ -23,6 +23,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
@@ -45,6 +46,16 @@ const (
 var (
 	podCapabilities = []corev1.Capability{"NET_ADMIN", "NET_RAW", "SETGID"}
 	jobCapabilities = []corev1.Capability{"NET_ADMIN"}
+)
+
+// What a node agent needs on a busy node (base/deployment.yaml says why):
+// the highest priority class, requests for the entrypoint and keepalived
+// together, a memory limit well above them and no CPU limit.
+const priorityClass = "system-node-critical"
+
+var (
+	podRequests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	podLimits   = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}
 )
 
 // podMonitor is the part of prometheus-operator's PodMonitor the manifests
@@ -130,6 +141,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &corev1.ConfigMap{}, nil
 	case "v1/Service":
 		return &corev1.Service{}, nil
+	case "v1/ResourceQuota":
+		return &corev1.ResourceQuota{}, nil
 	case "apps/v1/Deployment":
 		return &appsv1.Deployment{}, nil
 	case "apps/v1/DaemonSet":
@@ -256,6 +269,7 @@ type built struct {
 	configMaps   map[string]*corev1.ConfigMap
 	accounts     map[string]*corev1.ServiceAccount
 	services     []*corev1.Service
+	quotas       []*corev1.ResourceQuota
 	roles        map[string]*rbacv1.Role
 	roleBindings []*rbacv1.RoleBinding
 	podMonitors  []*podMonitor
@@ -305,6 +319,8 @@ func build(t *testing.T, dir string) *built {
 			b.accounts[o.Name] = o
 		case *corev1.Service:
 			b.services = append(b.services, o)
+		case *corev1.ResourceQuota:
+			b.quotas = append(b.quotas, o)
 		case *rbacv1.Role:
 			b.roles[o.Name] = o
 		case *rbacv1.RoleBinding:
@@ -442,6 +458,7 @@ func checkWorkload(t *testing.T, b *built) {
 		t.Errorf("%s: hostNetwork is false", kind)
 	}
 	checkLeastPrivilege(t, kind, c, podCapabilities)
+	checkNodeAgent(t, kind, spec, c)
 	if c.Image != image {
 		t.Errorf("%s: image %q, want %q", kind, c.Image, image)
 	}
@@ -542,6 +559,57 @@ func checkPeers(t *testing.T, b *built, kind string, spec corev1.PodSpec, c core
 	})
 	if !bound {
 		t.Errorf("no RoleBinding gives ServiceAccount %s the Role %s", spec.ServiceAccountName, peersRole)
+	}
+}
+
+// checkNodeAgent: the pod has the priority class, and its container the
+// requests and limits, of a node agent on a busy node.
+func checkNodeAgent(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	if spec.PriorityClassName != priorityClass {
+		t.Errorf("%s: priorityClassName %q, want %s", what, spec.PriorityClassName, priorityClass)
+	}
+	checkResources(t, what+" requests", c.Resources.Requests, podRequests)
+	checkResources(t, what+" limits", c.Resources.Limits, podLimits)
+}
+
+// checkResources: got has exactly the resources of want, in equal
+// quantities (1Gi and 1024Mi are equal).
+func checkResources(t *testing.T, what string, got, want corev1.ResourceList) {
+	t.Helper()
+	if !maps.EqualFunc(got, want, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }) {
+		t.Errorf("%s %s, want %s", what, quantities(got), quantities(want))
+	}
+}
+
+// quantities formats l as "cpu=100m memory=64Mi".
+func quantities(l corev1.ResourceList) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		out = append(out, fmt.Sprintf("%s=%s", name, q.String()))
+	}
+	return strings.Join(out, " ")
+}
+
+// checkAdmitted: a ResourceQuota of the build admits the pod's priority
+// class (a cluster may limit it to namespaces that have one) without
+// limiting anything: it counts only pods of that class, far more than any
+// deployment has.
+func checkAdmitted(t *testing.T, b *built, what string, spec corev1.PodSpec) {
+	t.Helper()
+	admits := slices.ContainsFunc(b.quotas, func(q *corev1.ResourceQuota) bool {
+		sel := q.Spec.ScopeSelector
+		if len(q.Spec.Scopes) > 0 || sel == nil || len(sel.MatchExpressions) != 1 {
+			return false
+		}
+		e := sel.MatchExpressions[0]
+		pods, ok := q.Spec.Hard[corev1.ResourcePods]
+		return e.ScopeName == corev1.ResourceQuotaScopePriorityClass && e.Operator == corev1.ScopeSelectorOpIn &&
+			slices.Contains(e.Values, spec.PriorityClassName) && len(q.Spec.Hard) == 1 && ok && pods.Cmp(resource.MustParse("1M")) >= 0
+	})
+	if !admits {
+		t.Errorf("%s: no ResourceQuota of the build admits priority class %q and counts only its pods, with room", what, spec.PriorityClassName)
 	}
 }
 
@@ -738,6 +806,7 @@ func checkCleanup(t *testing.T, b *built, dir string) {
 		t.Error("Job: hostNetwork is false")
 	}
 	checkLeastPrivilege(t, "Job", c, jobCapabilities)
+	checkCleanupScheduling(t, "Job", spec, c)
 	checkWritable(t, "Job", spec, c, "/run", "/tmp")
 	if hp := hostPaths(spec, c); len(hp) > 0 {
 		t.Errorf("Job: host paths %v, want none", hp)
@@ -783,6 +852,23 @@ func checkCleanup(t *testing.T, b *built, dir string) {
 	term := a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
 	if term.TopologyKey != "kubernetes.io/hostname" || term.LabelSelector == nil || !selects(term.LabelSelector.MatchLabels, j.Spec.Template.Labels) {
 		t.Errorf("Job anti-affinity %+v does not keep its own pods (%v) on separate hosts", term, j.Spec.Template.Labels)
+	}
+}
+
+// checkCleanupScheduling: the cleanup Job runs once, after the pods are
+// gone, holds no VIP and is retried, so it takes no priority class (it
+// must not preempt anyone's pods); it requests no more than a pod, so it
+// fits where a pod ran.
+func checkCleanupScheduling(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	if spec.PriorityClassName != "" {
+		t.Errorf("%s: priorityClassName %q, want none", what, spec.PriorityClassName)
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		q, ok := c.Resources.Requests[name]
+		if want := podRequests[name]; !ok || q.Cmp(want) > 0 {
+			t.Errorf("%s: requests %s, want a %s request of at most the pod's (%s)", what, quantities(c.Resources.Requests), name, quantities(podRequests))
+		}
 	}
 }
 
@@ -1032,6 +1118,11 @@ func TestComponents(t *testing.T) {
 				for what, pod := range pods {
 					c := container(t, pod.Spec)
 					tt.check(t, what, pod.Spec, c)
+					if strings.HasPrefix(what, "Job") {
+						checkCleanupScheduling(t, what, pod.Spec, c)
+					} else {
+						checkNodeAgent(t, what, pod.Spec, c)
+					}
 					for _, v := range pod.Spec.Volumes {
 						if v.HostPath != nil && (v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate) {
 							t.Errorf("%s: hostPath %s has type %s, want DirectoryOrCreate (the path may be missing on a node)", what, v.HostPath.Path, deref(v.HostPath.Type))
@@ -1049,6 +1140,48 @@ func TestComponents(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestCriticalQuotaComponent: components/critical-quota admits every
+// workload's priority class, in the workload's namespace (deploy/'s, or
+// the one an overlay sets), and changes nothing else; no overlay has a
+// quota without it.
+func TestCriticalQuotaComponent(t *testing.T) {
+	for _, base := range []string{"overlays/openshift", "overlays/kubernetes", "overlays/kubernetes-podmonitor", "overlays/daemonset"} {
+		t.Run(base, func(t *testing.T) {
+			without := build(t, base)
+			if len(without.quotas) > 0 {
+				t.Errorf("%s has a ResourceQuota without the component", base)
+			}
+			b := build(t, overlay(t, "", []string{base}, []string{"components/critical-quota"}))
+			if len(b.quotas) != 1 || b.namespaced["ResourceQuota/"+b.quotas[0].Name] != namespace {
+				t.Fatalf("want one ResourceQuota in namespace %s, got %d", namespace, len(b.quotas))
+			}
+			kind, tmpl := b.workload(t)
+			checkAdmitted(t, b, kind, tmpl.Spec)
+			if diff := cmp.Diff(podsOf(without), podsOf(b)); diff != "" {
+				t.Errorf("the component changes the pods (-without +with):\n%s", diff)
+			}
+			checkWorkload(t, b)
+			moved := build(t, overlay(t, "namespace: failover-b\n", []string{base}, []string{"components/critical-quota"}))
+			if len(moved.quotas) != 1 || moved.namespaced["ResourceQuota/"+moved.quotas[0].Name] != "failover-b" {
+				t.Errorf("an overlay's namespace failover-b does not move the ResourceQuota")
+			}
+		})
+	}
+}
+
+// TestSCCComponentInAUsersOverlay: components/openshift-scc added, as the
+// README says, to a user's overlay of overlays/daemonset (which sets no
+// namespace) grants the SCC in the pods' namespace.
+func TestSCCComponentInAUsersOverlay(t *testing.T) {
+	b := build(t, overlay(t, "", []string{"overlays/daemonset"}, []string{"components/openshift-scc"}))
+	for obj, ns := range b.namespaced {
+		if ns != namespace && !strings.HasPrefix(obj, "SecurityContextConstraints/") {
+			t.Errorf("%s in namespace %q, want %q", obj, ns, namespace)
+		}
+	}
+	checkWorkload(t, b)
 }
 
 // TestMulticastComponent: components/multicast takes the peers-from-pods

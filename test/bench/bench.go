@@ -247,6 +247,7 @@ const (
 	rowScaleScrape = "scale: scrape GET /metrics"
 	rowScaleSize   = "scale: scrape size"
 	rowScaleRSS    = "scale: entrypoint RSS at rest"
+	rowScaleRSSPk  = "scale: entrypoint RSS under scraping"
 )
 
 func (r *runner) close() {
@@ -831,7 +832,13 @@ func (r *runner) scrapeFleet(ctx context.Context, f *fleet, rowLat, rowSize, row
 		r.addSize(rowScraped, peak)
 	}
 	m, _ := Memory(target.Pid)
-	r.o.Log.Info("scraped", "url", url, "requests", len(res.Latencies), "p50", Median(res.Latencies), "bytes", res.Bytes, "rss_peak_kb", peak>>10, "after_anon_kb", m["RssAnon"]>>10, "after_file_kb", m["RssFile"]>>10)
+	// keepalived's JSON dump stays in the node's /tmp: in a pod, a memory
+	// volume charged to the pod.
+	var dump int64
+	if fi, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", target.Pid, keepalived.DumpPath())); err == nil {
+		dump = fi.Size()
+	}
+	r.o.Log.Info("scraped", "url", url, "requests", len(res.Latencies), "p50", Median(res.Latencies), "bytes", res.Bytes, "rss_peak_kb", peak>>10, "after_anon_kb", m["RssAnon"]>>10, "after_file_kb", m["RssFile"]>>10, "dump_kb", dump>>10)
 	return nil
 }
 
@@ -876,7 +883,7 @@ func (r *runner) scale(ctx context.Context) error {
 		}
 	}
 	defer r.stop(f)
-	return r.scrapeFleet(ctx, f, rowScaleScrape, rowScaleSize, rowScaleRSS, "", r.o.ScrapeFor/2)
+	return r.scrapeFleet(ctx, f, rowScaleScrape, rowScaleSize, rowScaleRSS, rowScaleRSSPk, r.o.ScrapeFor/2)
 }
 
 // randomPhase sleeps a random time in [0, period).

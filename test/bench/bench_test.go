@@ -271,9 +271,20 @@ func TestCheckTargetsAndCPURows(t *testing.T) {
 	if !*r.Pass {
 		t.Errorf("median 225 ms, worst 250 ms fail: %+v", r)
 	}
-	cpu := cpuRow("cpu", []cpuSample{{0.125, 0.5}, {0.25, 0.25}, {0.5, 0.375}}, 10*time.Second)
+	const mb = 1 << 20
+	ss3 := []cpuSample{
+		{entrypoint: 0.125, keepalived: 0.5, entrypointRSS: 10 * mb, keepalivedRSS: 6 * mb, peakRSS: 20 * mb},
+		{entrypoint: 0.25, keepalived: 0.25, entrypointRSS: 12 * mb, keepalivedRSS: 8 * mb, peakRSS: 30 * mb},
+		{entrypoint: 0.5, keepalived: 0.375, entrypointRSS: 14 * mb, keepalivedRSS: 4 * mb, peakRSS: 25 * mb},
+	}
+	cpu := cpuRow("CPU at rest", ss3, 10*time.Second)
 	if cpu.Median != 0.625 || cpu.Worst != 0.875 || cpu.N != 3 || !strings.Contains(cpu.Note, "entrypoint 0.250 %, keepalived and its scripts 0.375 %") {
 		t.Errorf("cpuRow = %+v", cpu)
+	}
+	rss := rssRow("CPU at rest", ss3)
+	if rss.Name != "RSS at rest" || rss.Median != 18 || rss.Worst != 20 || rss.N != 3 ||
+		!strings.Contains(rss.Note, "entrypoint 12.0 MB, keepalived's processes 6.0 MB") || !strings.Contains(rss.Note, "30.0 MB at worst") {
+		t.Errorf("rssRow = %+v", rss)
 	}
 	rep := &Report{Rows: []Row{r, cpu}}
 	var table bytes.Buffer

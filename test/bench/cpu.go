@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/lab"
@@ -16,9 +17,13 @@ import (
 
 // cpuSample is one node's CPU use over a window, in percent of one CPU:
 // the entrypoint, and keepalived with every process it ran (check
-// scripts).
+// scripts); and the same split of its resident memory at the end of the
+// window, with the sum of each process's peak (VmHWM), in bytes: what a
+// pod running them asks for.
 type cpuSample struct {
-	entrypoint, keepalived float64
+	entrypoint, keepalived       float64
+	entrypointRSS, keepalivedRSS int64
+	peakRSS                      int64
 }
 
 // cpuGroup is a cgroup v2 group the bench moves processes into to read
@@ -190,10 +195,38 @@ func (r *runner) cpuCase(ctx context.Context, c cpuCase) error {
 			entrypoint: 100 * (after[0] - before[i][0]).Seconds() / took.Seconds(),
 			keepalived: 100 * (after[1] - before[i][1]).Seconds() / took.Seconds(),
 		}
+		if err := r.nodeMemory(f.procs[i], &s); err != nil {
+			return err
+		}
 		r.mu.Lock()
 		r.cpu[c.row] = append(r.cpu[c.row], s)
 		r.mu.Unlock()
 		r.o.Log.Info("cpu at rest", "row", c.row, "node", f.procs[i].Node().Name, "entrypoint_pct", fmt.Sprintf("%.3f", s.entrypoint), "keepalived_pct", fmt.Sprintf("%.3f", s.keepalived), "window", took.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// nodeMemory reads the resident memory of every live process of the
+// node into s (a check script that exits meanwhile is skipped) and logs
+// each, so that keepalived's parent, VRRP and checker children show apart.
+func (r *runner) nodeMemory(p *lab.Process, s *cpuSample) error {
+	procs, err := p.Procs()
+	if err != nil {
+		return err
+	}
+	for _, q := range procs {
+		m, err := Memory(q.Pid)
+		if err != nil {
+			continue
+		}
+		if q.Pid == p.Pid {
+			s.entrypointRSS += m["VmRSS"]
+		} else {
+			s.keepalivedRSS += m["VmRSS"]
+		}
+		s.peakRSS += m["VmHWM"]
+		r.o.Log.Info("memory at rest", "node", p.Node().Name, "pid", q.Pid, "ppid", q.PPid, "comm", q.Comm,
+			"rss_kb", m["VmRSS"]>>10, "anon_kb", m["RssAnon"]>>10, "file_kb", m["RssFile"]>>10, "hwm_kb", m["VmHWM"]>>10)
 	}
 	return nil
 }
@@ -221,7 +254,11 @@ func (r *runner) nodeGroups(p *lab.Process) ([2]*cpuGroup, error) {
 		if q.Pid == p.Pid {
 			to = g[0]
 		}
-		if err := to.add(q.Pid); err != nil {
+		// A child that exits between the listing and the move (a check
+		// script, an iptables run) has nothing left to count.
+		err := to.add(q.Pid)
+		gone := q.Pid != p.Pid && errors.Is(err, syscall.ESRCH)
+		if err != nil && !gone {
 			return g, err
 		}
 	}

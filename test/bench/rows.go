@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ipfailover/ipfailover/internal/check"
@@ -47,7 +48,7 @@ func (r *runner) rows() []Row {
 	size(rowRSSScrape, MB, shippedRSS).Check("worst", targetRSS)
 	for _, name := range []string{rowCPU1 + builtinSuffix, rowCPU1 + scriptSuffix, rowCPU254 + builtinSuffix, rowCPU254 + scriptSuffix} {
 		if ss, ok := r.cpu[name]; ok {
-			rows = append(rows, cpuRow(name, ss, r.o.CPUFor))
+			rows = append(rows, cpuRow(name, ss, r.o.CPUFor), rssRow(name, ss))
 		}
 	}
 	rows = append(rows, r.rolloutRows()...)
@@ -61,6 +62,7 @@ func (r *runner) rows() []Row {
 		t(rowScaleScrape, "", "")
 		size(rowScaleSize, KB, "")
 		size(rowScaleRSS, MB, "")
+		size(rowScaleRSSPk, MB, "")
 	}
 	if len(r.samples[rowKubeUp]) > 0 {
 		r.kubeRows(t, size)
@@ -116,4 +118,21 @@ func cpuRow(name string, ss []cpuSample, window time.Duration) Row {
 	note := fmt.Sprintf("entrypoint %.3f %%, keepalived and its scripts %.3f %% (medians over %s, cgroup v2 usage_usec)",
 		PercentRow("", entry, "").Median, PercentRow("", ka, "").Median, window)
 	return PercentRow(name, total, note)
+}
+
+// rssRow is a node's resident memory in a CPU case (entrypoint and
+// keepalived's processes), named after the CPU row; the note splits the
+// medians and gives the worst sum of the processes' peaks.
+func rssRow(cpuName string, ss []cpuSample) Row {
+	var total, entry, ka, peak []int64
+	for _, s := range ss {
+		total = append(total, s.entrypointRSS+s.keepalivedRSS)
+		entry = append(entry, s.entrypointRSS)
+		ka = append(ka, s.keepalivedRSS)
+		peak = append(peak, s.peakRSS)
+	}
+	row := SizeRow(strings.Replace(cpuName, "CPU", "RSS", 1), MB, total, "")
+	row.Note = fmt.Sprintf("entrypoint %.1f MB, keepalived's processes %.1f MB (medians, VmRSS at the end of the window); sum of their peaks (VmHWM) %.1f MB at worst",
+		SizeRow("", MB, entry, "").Median, SizeRow("", MB, ka, "").Median, SizeRow("", MB, peak, "").Worst)
+	return row
 }
