@@ -15,7 +15,9 @@ import (
 
 const (
 	ruleFile    = "components/alerts/prometheusrule.yaml"
-	runbookBase = "https://github.com/ipfailover/ipfailover/blob/main/deploy/README.md#"
+	runbookBase = "https://github.com/ipfailover/ipfailover/blob/main/docs/monitoring.md#"
+	// runbooks is the page runbookBase names, from deploy/.
+	runbooks = "../docs/monitoring.md"
 )
 
 // promtoolTestFile is the part of promtool's test file the checks read.
@@ -58,9 +60,9 @@ func alertNames(r *prometheusRule) []string {
 }
 
 // TestAlertsAreDocumented: every alert has a severity, a summary and a
-// runbook_url that points at its own section of deploy/README.md.
+// runbook_url that points at its own section of docs/monitoring.md.
 func TestAlertsAreDocumented(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(runbooks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestAlertsAreDocumented(t *testing.T) {
 				t.Errorf("%s: runbook_url %q, want %q", rule.Alert, got, runbookBase+anchor)
 			}
 			if !headings[anchor] {
-				t.Errorf("%s: deploy/README.md has no section %q (a heading `### %s`)", rule.Alert, anchor, rule.Alert)
+				t.Errorf("%s: docs/monitoring.md has no section %q (a heading `### %s`)", rule.Alert, anchor, rule.Alert)
 			}
 		}
 	}

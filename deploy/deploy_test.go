@@ -1,8 +1,8 @@
 // Package deploy_test checks the manifests under deploy/: every YAML file
 // decodes strictly into its Kubernetes (or kustomize) type, every
 // kustomization builds with krusty, the built workloads have what an
-// ipfailover pod needs, and every variable name a manifest or the README
-// mentions is one the program reads.
+// ipfailover pod needs, and every variable name a manifest or the
+// documentation mentions is one the program reads.
 package deploy_test
 
 import (
@@ -42,7 +42,7 @@ const (
 )
 
 // Least privilege: the capabilities each container adds, everything else
-// dropped (deploy/README.md, "Privileges", says why each is there).
+// dropped (docs/installation.md, "Privileges", says why each is there).
 var (
 	podCapabilities = []corev1.Capability{"NET_ADMIN", "NET_RAW", "SETGID"}
 	jobCapabilities = []corev1.Capability{"NET_ADMIN"}
@@ -212,6 +212,32 @@ func files(t *testing.T, exts ...string) []string {
 	}
 	if len(out) == 0 {
 		t.Fatalf("no %v files under deploy/", exts)
+	}
+	return out
+}
+
+// docs lists the repository's Markdown outside deploy/: the top-level
+// pages and everything under docs/.
+func docs(t *testing.T) []string {
+	t.Helper()
+	out, err := filepath.Glob("../*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir("../docs", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && filepath.Ext(path) == ".md" {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatal("no Markdown found outside deploy/")
 	}
 	return out
 }
@@ -935,11 +961,12 @@ func TestCleanupUsesTheWorkloadsConfig(t *testing.T) {
 var variableName = regexp.MustCompile(`\b(?:OPENSHIFT_HA|HA|KEEPALIVED)_[A-Z0-9_]+`)
 
 // TestVariableNamesAreKnown: every variable a manifest, a comment or the
-// README names is one the program reads.
+// documentation (the Markdown here, at the top of the repository and under
+// docs/) names is one the program reads.
 func TestVariableNamesAreKnown(t *testing.T) {
 	known := config.Variables()
 	seen := 0
-	for _, path := range files(t, ".yaml", ".md") {
+	for _, path := range append(files(t, ".yaml", ".md"), docs(t)...) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -29,7 +29,7 @@ commands:
   vr-ids NAME      print the router ids of an OpenShift on-prem IPI cluster
   version          print the version
 
-Settings come from OPENSHIFT_HA_* variables; see the README.
+Settings come from OPENSHIFT_HA_* variables; see docs/configuration.md.
 `
 
 func main() {

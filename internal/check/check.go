@@ -20,8 +20,8 @@
 // of failures about 0.7 times a second, and one run in 10^(Fall-1) is Fall
 // long: the check fails about once in five years (2 × 10^-6 in five
 // minutes). While the service is healthy the check costs one connection
-// per period. The README's benchmark section has the measurements behind
-// these numbers.
+// per period. CHANGELOG.md ("The built-in check") has the measurements
+// behind these numbers.
 package check
 
 import (

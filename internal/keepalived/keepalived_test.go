@@ -122,7 +122,7 @@ var knownNotices = []string{
 	"Truncating auth_pass to 8 characters",
 	// IPv6 instances run VRRPv3, which has no authentication.
 	"VRRP version 3 does not support authentication. Ignoring.",
-	// Documented in the README (Priorities).
+	// Documented in docs/concepts.md (Priorities).
 	"preempt delay will not work with initial state MASTER - clearing",
 	// keepalived resolves a named smtp_server at once; the test
 	// namespace has no DNS.

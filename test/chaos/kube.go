@@ -21,7 +21,7 @@ import (
 	"github.com/ipfailover/ipfailover/test/lab"
 )
 
-// The cluster's workload, as deploy/README.md tells a user to install it.
+// The cluster's workload, as docs/installation.md tells a user to install it.
 const (
 	deployment = "deployment/ipfailover"
 	podLabel   = "ipfailover=ipfailover"
@@ -607,7 +607,7 @@ func (t *kubeTarget) settled(ctx context.Context) []Check {
 	return checks
 }
 
-// shutdown removes the workload in deploy/README.md's order: the
+// shutdown removes the workload in docs/installation.md's order: the
 // Deployment first (its pods stop gracefully; the ConfigMap and the
 // ServiceAccount stay for the Job), then the cleanup Job, then the rest. It
 // checks that no VIP, table or keepalived is left on any node, and brings

@@ -214,7 +214,7 @@ func (s *scenario) concurrentScrapes(t *testing.T, hc *http.Client, n *lab.Node,
 // observes, without any race, that a keepalived that cannot answer is
 // reported as keepalived_up 0 with no per-instance series, while the scrape
 // itself still succeeds and ipfailover_vip_held still reports the kernel.
-// /healthz is logged, not asserted: the README defines it as "the PID exists
+// /healthz is logged, not asserted: docs/monitoring.md defines it as "the PID exists
 // and is not a zombie", which a stopped process satisfies.
 func (s *scenario) frozen(t *testing.T, hc *http.Client, p *lab.Process) {
 	n := p.Node()

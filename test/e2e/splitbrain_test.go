@@ -18,7 +18,7 @@ import (
 // another node holds (duplicates, seen by both and healed when adverts flow
 // again), a VIP that sits on a node whose keepalived is not MASTER for it
 // (removed), and another VRRP deployment on this one's router ids (named).
-// Detection times are logged; the README's figures come from these runs.
+// Detection times are logged; the documented figures come from these runs.
 
 // duplicate returns ipfailover_vip_duplicate for vip: the highest value of
 // its series and the mac labels of the series at 1.

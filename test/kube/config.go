@@ -8,8 +8,8 @@ import (
 )
 
 // The cluster's timing, shorter than Kubernetes' defaults so that a node's
-// death shows within seconds rather than minutes (deploy/README.md, "Try it
-// on make kube-up"): the kubelet renews its lease every 2 s, the node
+// death shows within seconds rather than minutes (CONTRIBUTING.md, "The test
+// cluster"): the kubelet renews its lease every 2 s, the node
 // controller marks a node unreachable after 16 s of silence, and pods
 // leave an unreachable or not-ready node after 10 s.
 const (

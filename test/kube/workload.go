@@ -20,7 +20,7 @@ import (
 const Namespace = "ipfailover"
 
 // Overlay is a user's kustomization over one of deploy/'s, the one
-// deploy/README.md tells a plain-Kubernetes user to write: the image, the
+// docs/installation.md tells a plain-Kubernetes user to write: the image, the
 // settings, the replica count; plus imagePullPolicy: Never, since the
 // nodes import their images and pull nothing.
 type Overlay struct {

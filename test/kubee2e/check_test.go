@@ -76,7 +76,7 @@ func settled(ctx context.Context, t *testing.T, c *kube.Cluster, vs []netip.Addr
 }
 
 // permissionErrors are what a missing capability or a read-only path
-// makes keepalived and the entrypoint log (deploy/README.md, Privileges).
+// makes keepalived and the entrypoint log (docs/installation.md, Privileges).
 var permissionErrors = []string{"Operation not permitted", "Permission denied", "Read-only file system", "cant open raw socket", "Couldn't setgroups"}
 
 // checkLogs fails on a permission error in any pod's log.

@@ -17,7 +17,7 @@ import (
 const jobLabel = "app=remove-ipfailover"
 
 // runCleanup runs the cleanup Job of deploy/<base> (its workload's pods
-// gone, their ConfigMap still there) as deploy/README.md tells: one pod per
+// gone, their ConfigMap still there) as docs/installation.md tells: one pod per
 // node, each leaving no VIP, VRRP rule, nftables table or keepalived. A
 // pod killed without its goodbye leaves its VIPs: two are put back on
 // nodes first, as such a pod leaves them. Run twice: it is idempotent.

@@ -7,7 +7,7 @@ import (
 
 const daemonSet = "daemonset/ipfailover"
 
-// TestDaemonSet applies overlays/daemonset as deploy/README.md tells a
+// TestDaemonSet applies overlays/daemonset as docs/installation.md tells a
 // plain-Kubernetes user: one pod on every node, rolled out node by node.
 func TestDaemonSet(t *testing.T) {
 	c := need(t)

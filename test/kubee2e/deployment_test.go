@@ -20,7 +20,7 @@ const (
 	podLabel   = "ipfailover=ipfailover"
 )
 
-// TestDeployment applies overlays/kubernetes as deploy/README.md tells a
+// TestDeployment applies overlays/kubernetes as docs/installation.md tells a
 // plain-Kubernetes user to, then puts it through what an admin does and
 // what happens to nodes, with the client probing every VIP throughout
 // each step.
@@ -124,7 +124,7 @@ func TestDeployment(t *testing.T) {
 		}
 		took := time.Since(began)
 		t.Logf("service stopped on %s: %v moved in %s; holders %s", node.Name, moved, took.Round(time.Millisecond), after)
-		// The lab's figure is about 0.25 s (README, failed-check move).
+		// The lab's figure: the failed-check move of docs/performance/results.md.
 		if took > 3*time.Second {
 			t.Errorf("the VIPs of %s took %s to move after its service stopped, want well under 3 s", node.Name, took)
 		}

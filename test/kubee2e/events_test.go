@@ -17,10 +17,10 @@ import (
 )
 
 // explained are the Warning events a test may see, by reason, each with
-// the words of deploy/README.md ("Try it on make kube-up") that explain
-// it; any other Warning fails the test.
+// the words of docs/troubleshooting.md ("Warning events you will see")
+// that explain it; any other Warning fails the test.
 var explained = map[string]struct {
-	// readme is what deploy/README.md says about the reason, verbatim.
+	// readme is what docs/troubleshooting.md says about the reason, verbatim.
 	readme string
 	// when says in which situation the reason is expected; nil: always.
 	when func(corev1.Event) bool
@@ -74,8 +74,8 @@ func renumberedFor(addr netip.Addr, from, to time.Time) {
 
 // probedWhileRenumbered: the kubelet probes a host-network pod at its
 // node's address as the pod started with, and fails while that address is
-// gone (deploy/README.md: "and its probes fail while its node is
-// renumbered"): a probe that began in the window (its timeout is 5 s).
+// gone (docs/troubleshooting.md: "Its probes also fail while its node
+// is renumbered"): a probe that began in the window (its timeout is 5 s).
 func probedWhileRenumbered(e corev1.Event) bool {
 	if !strings.HasPrefix(e.Message, "Readiness probe failed") && !strings.HasPrefix(e.Message, "Liveness probe failed") {
 		return false
@@ -108,8 +108,9 @@ var configmapCacheRace = struct {
 	},
 }
 
-// checkEvents fails on every Warning event since began that deploy/
-// README.md does not explain, and on an explanation the README lacks.
+// checkEvents fails on every Warning event since began that
+// docs/troubleshooting.md does not explain, and on an explanation the page
+// lacks.
 func checkEvents(ctx context.Context, t *testing.T, c *kube.Cluster, since time.Time) {
 	t.Helper()
 	events, err := c.WarningEvents(ctx, since)
@@ -120,7 +121,7 @@ func checkEvents(ctx context.Context, t *testing.T, c *kube.Cluster, since time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "deploy", "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +132,11 @@ func checkEvents(ctx context.Context, t *testing.T, c *kube.Cluster, since time.
 		x, ok := explained[e.Reason]
 		switch {
 		case !ok:
-			t.Errorf("Warning event deploy/README.md does not explain: %s", what)
+			t.Errorf("Warning event docs/troubleshooting.md does not explain: %s", what)
 		case x.when != nil && !x.when(e):
 			t.Errorf("Warning event %s where it is not expected: %s", e.Reason, what)
 		case !strings.Contains(flat, x.readme):
-			t.Errorf("Warning event %s: deploy/README.md lacks its explanation %q", e.Reason, x.readme)
+			t.Errorf("Warning event %s: docs/troubleshooting.md lacks its explanation %q", e.Reason, x.readme)
 		default:
 			counts[e.Reason]++
 		}

@@ -4,7 +4,7 @@
 // 10 ms (TCP, to a service every node serves on the monitored port) while
 // the pods are rolled out, deleted, drained, their nodes die and come back,
 // their settings change; the cleanup Job leaves nothing behind; every
-// Warning event the cluster records is one deploy/README.md explains.
+// Warning event the cluster records is one docs/troubleshooting.md explains.
 //
 // The tests share one cluster, in order, the one in the directory
 // IPFAILOVER_KUBE names, and skip without it: make kube-test brings one up,
@@ -119,7 +119,7 @@ func need(t *testing.T) *kube.Cluster {
 }
 
 // overlay is the user's overlay of deploy/<base> the tests apply: the VIPs,
-// one pod per node, the monitored port (deploy/README.md, Install).
+// one pod per node, the monitored port (docs/installation.md).
 func overlay(base string, extra map[string]string) kube.Overlay {
 	cfg := map[string]string{
 		"OPENSHIFT_HA_VIRTUAL_IPS":   vipsEnv,
