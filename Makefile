@@ -80,6 +80,7 @@ fuzz:
 	$(GO) test ./internal/keepalived -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/keepalived -run '^$$' -fuzz '^FuzzParseNotification$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/splitbrain -run '^$$' -fuzz '^FuzzParseAdvert$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/host -run '^$$' -fuzz '^FuzzParseAddrMessages$$' -fuzztime $(FUZZTIME)
 
 # lint: vet, gofmt, go.mod tidy, golangci-lint (.golangci.yml), and
 # deadcode twice: no function unreachable from the mains and the tests, and
