@@ -30,7 +30,7 @@ GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 DEADCODE      := $(TOOLS)/deadcode-$(DEADCODE_VERSION)/deadcode
 PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
-PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/[a-z]+)$$
+PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/ipfailover)$$
 
 .PHONY: all build deps test e2e demo bench chaos fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
 
@@ -60,19 +60,19 @@ e2e: deps
 	$(GO) test -count=1 -timeout 15m -v ./test/e2e/...
 
 demo: deps
-	$(GO) run ./cmd/demo
+	$(GO) run ./test/cmd/demo
 
 # bench's kube phase runs the manifests on a real cluster: it needs the
 # Kubernetes binaries and the image.
 bench: deps kube-bins image
-	$(GO) run ./cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
+	$(GO) run ./test/cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
 
 # chaos runs the fleet under the faults the seed draws while a client probes
 # every VIP, and writes out/chaos/seed-N/report.md and a timeline per VIP;
 # it fails when a limit or an invariant is broken. TARGET=kube runs it on a
 # real cluster (it needs the Kubernetes binaries and the image).
 chaos: deps $(if $(filter kube,$(TARGET)),kube-bins image)
-	$(GO) run ./cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)" -target $(TARGET) -kube-bin $(KUBE_BIN) -image $(IMAGE)
+	$(GO) run ./test/cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)" -target $(TARGET) -kube-bin $(KUBE_BIN) -image $(IMAGE)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
@@ -144,7 +144,7 @@ $(KUBE_BIN)/pause: $(KUBE_MOD)/go.mod
 	  "$$(cd $(KUBE_MOD) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
 
 $(KUBELAB): FORCE
-	$(GO) build -o $@ ./cmd/kubelab
+	$(GO) build -o $@ ./test/cmd/kubelab
 
 # kube-up leaves a cluster running with `make image` imported into every
 # node, and prints its KUBECONFIG; kube-down removes it (safe to run twice).
