@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,7 +31,7 @@ func Compare(path string, got []byte, regenerate string) error {
 		return nil
 	}
 	return fmt.Errorf("%s is not what the code renders; run %s and review the diff (-committed +rendered):\n%s",
-		path, regenerate, cmp.Diff(string(want), string(got)))
+		path, regenerate, cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n")))
 }
 
 // Check compares got with the file at path, or with -update writes it
