@@ -32,7 +32,7 @@ PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/ipfailover)$$
 
-.PHONY: all build deps test e2e demo bench chaos fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
+.PHONY: all build deps test e2e demo bench chaos perf-docs fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -73,6 +73,19 @@ bench: deps kube-bins image
 # real cluster (it needs the Kubernetes binaries and the image).
 chaos: deps $(if $(filter kube,$(TARGET)),kube-bins image)
 	$(GO) run ./test/cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)" -target $(TARGET) -kube-bin $(KUBE_BIN) -image $(IMAGE)
+
+# perf-docs writes docs/performance/results.md from the last runs' outputs:
+# make bench's table (BENCH_MD) and make chaos's reports (CHAOS_REPORTS),
+# each with its commit, date and machine. PERF_NOTE adds a paragraph on
+# where the figures come from when they are not this machine's last runs.
+BENCH_MD      ?= out/bench.md
+CHAOS_REPORTS ?= $(wildcard out/chaos/*/report.md)
+# (The note goes through the environment, so that its quotes and
+# backticks reach the page as written.)
+PERF_NOTE     ?=
+export PERF_NOTE
+perf-docs:
+	$(GO) run ./test/cmd/perfdocs -bench $(BENCH_MD) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
