@@ -32,7 +32,7 @@ PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/ipfailover)$$
 
-.PHONY: all build deps test e2e demo bench chaos perf-docs fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
+.PHONY: all build deps test e2e demo bench chaos perf-docs reference fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -73,6 +73,11 @@ bench: deps kube-bins image
 # real cluster (it needs the Kubernetes binaries and the image).
 chaos: deps $(if $(filter kube,$(TARGET)),kube-bins image)
 	$(GO) run ./test/cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)" -target $(TARGET) -kube-bin $(KUBE_BIN) -image $(IMAGE)
+
+# reference rewrites docs/reference/ (settings, metrics, alerts) from the
+# code and the alert rules; make test fails while they differ.
+reference:
+	$(GO) test -count=1 ./config ./internal/metrics ./deploy -run '^Test(Settings|Metrics|Alerts)Reference$$' -update
 
 # perf-docs writes docs/performance/results.md from the last runs' outputs:
 # make bench's table (BENCH_MD) and make chaos's reports (CHAOS_REPORTS),
