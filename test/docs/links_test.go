@@ -65,7 +65,7 @@ func TestLinksCatchBreakage(t *testing.T) {
 		{
 			name:   "missing file",
 			change: func(m map[string]string) { delete(m, "cmd/main.go") },
-			want:   []string{`README.md:3: "cmd/main.go": no such file or directory`, `README.md:3: "cmd/": no such file or directory`},
+			want:   []string{`README.md:3: "cmd/main.go": not a tracked file or directory`, `README.md:3: "cmd/": not a tracked file or directory`},
 		},
 		{
 			name: "renamed heading",
@@ -86,7 +86,7 @@ func TestLinksCatchBreakage(t *testing.T) {
 			change: func(m map[string]string) {
 				m["docs/guide.md"] = strings.Replace(m["docs/guide.md"], "../README.md", "README.md", 1)
 			},
-			want: []string{`docs/guide.md:5: "README.md#project": no such file or directory`},
+			want: []string{`docs/guide.md:5: "README.md#project": not a tracked file or directory`},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,7 +241,7 @@ func checkLinks(fsys fs.FS, files []string) (problems []string, checked int) {
 			}
 			isDir := exists[dest+"/"] || dest == "."
 			if !exists[dest] && !isDir || dest == ".." || strings.HasPrefix(dest, "../") {
-				problem("no such file or directory")
+				problem("not a tracked file or directory")
 				continue
 			}
 			if anchor == "" || !strings.HasSuffix(dest, ".md") {
