@@ -109,7 +109,7 @@ func TestMetricsReferenceDrift(t *testing.T) {
 	}{
 		{"renamed", func(s [][]family) { s[0][0].name += "_renamed" }},
 		{"relabelled", func(s [][]family) { s[0][1].labels = append(s[0][1].labels, "node") }},
-		{"added", func(s [][]family) { s[2] = append(s[1], family{name: "ipfailover_new", typ: "gauge", help: "New."}) }},
+		{"added", func(s [][]family) { s[2] = append(s[2], family{name: "ipfailover_new", typ: "gauge", help: "New."}) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			changed := make([][]family, len(sections))
