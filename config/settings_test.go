@@ -96,8 +96,8 @@ func renderSettings(settings []config.Setting) []byte {
 	b.WriteString("[config/variables.go](../../config/variables.go): change the text there, then run\n")
 	fmt.Fprintf(&b, "`%s`.\n\n", settingsRegenerate)
 	b.WriteString("Empty counts as unset, as it does for the shipped image (`${VAR:-default}`), except where noted.\n")
-	b.WriteString("Unknown `OPENSHIFT_HA_*` variables (typos such as `OPENSHIFT_HA_VIRTUAL_IP`) are logged at start\n")
-	b.WriteString("with the closest known name.\n\n")
+	b.WriteString("An `OPENSHIFT_HA_*` variable not listed here, a typo most likely, is logged at start with the\n")
+	b.WriteString("closest listed name.\n\n")
 	b.WriteString("| variable | default | meaning | compared with the shipped image |\n")
 	b.WriteString("|---|---|---|---|\n")
 	for _, s := range settings {
