@@ -30,9 +30,9 @@ GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 DEADCODE      := $(TOOLS)/deadcode-$(DEADCODE_VERSION)/deadcode
 PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
-PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/[a-z]+)$$
+PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/ipfailover)$$
 
-.PHONY: all build deps test e2e demo bench chaos fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
+.PHONY: all build deps test e2e demo bench chaos perf-docs reference fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -60,19 +60,37 @@ e2e: deps
 	$(GO) test -count=1 -timeout 15m -v ./test/e2e/...
 
 demo: deps
-	$(GO) run ./cmd/demo
+	$(GO) run ./test/cmd/demo
 
 # bench's kube phase runs the manifests on a real cluster: it needs the
 # Kubernetes binaries and the image.
 bench: deps kube-bins image
-	$(GO) run ./cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
+	$(GO) run ./test/cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
 
 # chaos runs the fleet under the faults the seed draws while a client probes
 # every VIP, and writes out/chaos/seed-N/report.md and a timeline per VIP;
 # it fails when a limit or an invariant is broken. TARGET=kube runs it on a
 # real cluster (it needs the Kubernetes binaries and the image).
 chaos: deps $(if $(filter kube,$(TARGET)),kube-bins image)
-	$(GO) run ./cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)" -target $(TARGET) -kube-bin $(KUBE_BIN) -image $(IMAGE)
+	$(GO) run ./test/cmd/chaos -seed "$(SEED)" -duration $(DURATION) -advert-interval "$(ADVERT_INTERVAL)" -target $(TARGET) -kube-bin $(KUBE_BIN) -image $(IMAGE)
+
+# reference rewrites docs/reference/ (settings, metrics, alerts) from the
+# code and the alert rules; make test fails while they differ.
+reference:
+	$(GO) test -count=1 ./config ./internal/metrics ./deploy -run '^Test(Settings|Metrics|Alerts)Reference$$' -update
+
+# perf-docs writes docs/performance/results.md from the last runs' outputs:
+# make bench's table (BENCH_MD) and make chaos's reports (CHAOS_REPORTS),
+# each with its commit, date and machine. PERF_NOTE adds a paragraph on
+# where the figures come from when they are not this machine's last runs.
+BENCH_MD      ?= out/bench.md
+CHAOS_REPORTS ?= $(wildcard out/chaos/*/report.md)
+# (The note goes through the environment, so that its quotes and
+# backticks reach the page as written.)
+PERF_NOTE     ?=
+export PERF_NOTE
+perf-docs:
+	$(GO) run ./test/cmd/perfdocs -bench $(BENCH_MD) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
@@ -145,7 +163,7 @@ $(KUBE_BIN)/pause: $(KUBE_MOD)/go.mod
 	  "$$(cd $(KUBE_MOD) && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
 
 $(KUBELAB): FORCE
-	$(GO) build -o $@ ./cmd/kubelab
+	$(GO) build -o $@ ./test/cmd/kubelab
 
 # kube-up leaves a cluster running with `make image` imported into every
 # node, and prints its KUBECONFIG; kube-down removes it (safe to run twice).

@@ -30,8 +30,8 @@ var resolved = map[string]struct {
 	why      string
 }{
 	"deploy/alerts_test.go: os.Getenv(…)":                                   {[]string{"promtool"}, "PROMTOOL, which make test sets"},
-	"cmd/demo/demo.go: d.ipfailover":                                        {nil, "the ipfailover binary the demo builds"},
-	"cmd/demo/demo.go: d.self":                                              {nil, "the demo's own executable (its TCP service)"},
+	"test/cmd/demo/demo.go: d.ipfailover":                                   {nil, "the ipfailover binary the demo builds"},
+	"test/cmd/demo/demo.go: d.self":                                         {nil, "the demo's own executable (its TCP service)"},
 	"cmd/ipfailover/main_test.go: binary":                                   {nil, "the ipfailover binary the test builds"},
 	"internal/host/module.go: m.Modprobe":                                   {[]string{"modprobe"}, "Modules.Modprobe overrides modprobe, for tests"},
 	"internal/host/netlink_test.go: os.Args":                                {nil, "the test binary itself, in another namespace"},
@@ -42,11 +42,11 @@ var resolved = map[string]struct {
 	"internal/supervisor/supervisor_test.go: fakeBinary":                    {nil, "the fake keepalived the test builds"},
 	"internal/supervisor/testdata/fakekeepalived/main.go: os.Executable(…)": {nil, "the fake keepalived forking itself"},
 	"iptables/nft.go: n.Path":                                               {[]string{"nft"}, "NewNFTCmd finds nft on PATH"},
-	"test/chaos/lab.go: t.o.Binary":                                         {nil, "the ipfailover binary cmd/chaos builds"},
-	"test/chaos/lab.go: t.o.Self":                                           {nil, "cmd/chaos's own executable (the nodes' service)"},
-	"test/bench/rollout.go: r.o.Binary":                                     {nil, "the ipfailover binary cmd/bench builds"},
-	"test/bench/bench.go: r.o.Binary":                                       {nil, "the ipfailover binary cmd/bench builds"},
-	"test/bench/migrate.go: r.o.Binary":                                     {nil, "the ipfailover binary cmd/bench builds"},
+	"test/chaos/lab.go: t.o.Binary":                                         {nil, "the ipfailover binary test/cmd/chaos builds"},
+	"test/chaos/lab.go: t.o.Self":                                           {nil, "test/cmd/chaos's own executable (the nodes' service)"},
+	"test/bench/rollout.go: r.o.Binary":                                     {nil, "the ipfailover binary test/cmd/bench builds"},
+	"test/bench/bench.go: r.o.Binary":                                       {nil, "the ipfailover binary test/cmd/bench builds"},
+	"test/bench/migrate.go: r.o.Binary":                                     {nil, "the ipfailover binary test/cmd/bench builds"},
 	"test/e2e/fleet_test.go: ipfailoverBin":                                 {nil, "the ipfailover binary the suite builds"},
 	"test/e2e/harness_test.go: httpdBin":                                    {nil, "the suite's HTTP service binary"},
 	"test/e2e/harness_test.go: ipfailoverBin":                               {nil, "the ipfailover binary the suite builds"},
@@ -76,7 +76,7 @@ var libraries = map[string]struct {
 // Kubernetes cluster (make kube-up, make kube-test, make bench's kube
 // phase), whose programs may come from the "kube" group and, since
 // install-deps.sh kube installs both, the "image" group.
-var kubeOnly = []string{"test/kube", "test/kubee2e", "cmd/kubelab"}
+var kubeOnly = []string{"test/kube", "test/kubee2e", "test/cmd/kubelab"}
 
 // groupDirs are, for each group but "test", the directories whose Go code
 // may run its programs: the cluster's for both (the image test is a shell
@@ -293,9 +293,9 @@ func TestScanSeesThroughWrappers(t *testing.T) {
 		{"mount", "test/lab/node.go", "sh -c containerInit, inside nsenter"},
 		{"python3", "test/lab/lab_test.go", `Node.Start → nsenter … sh -c 'exec "$@"' sh python3`},
 		{"nft", "test/e2e/fleet_test.go", "Cluster.BridgeExec"},
-		{"iptables", "cmd/demo/steps.go", "Node.Exec from another package"},
+		{"iptables", "test/cmd/demo/steps.go", "Node.Exec from another package"},
 		{"keepalived", "test/lab/lab_test.go", "a command of an sh -c script"},
-		{"go", "cmd/demo/demo.go", "a path from exec.LookPath"},
+		{"go", "test/cmd/demo/demo.go", "a path from exec.LookPath"},
 		{"true", "internal/keepalived/render.go", "keepalived's check command with the port check off, a /bin path"},
 	}
 	for _, tt := range tests {

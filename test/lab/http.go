@@ -46,7 +46,7 @@ func (c *Cluster) Get(ctx context.Context, url string) (string, error) {
 }
 
 // ServeName is a node's checked service, run as a program of its own on
-// the node (the demo and cmd/chaos run themselves with "serve"): it
+// the node (the demo and test/cmd/chaos run themselves with "serve"): it
 // answers every HTTP request with the node's name, so a client probing a
 // VIP learns which node holds it. args are the flags after "serve":
 // -listen ADDRESS (":8080") and -name NAME. It returns the exit code.

@@ -10,8 +10,8 @@
 //
 // Usage, as root from the repository:
 //
-//	go run ./cmd/chaos [-seed N] [-duration 3m] [-advert-interval 0.1] [-out DIR] [-v]
-//	go run ./cmd/chaos -target kube [-kube-bin bin/kube] [-image REF] ...
+//	go run ./test/cmd/chaos [-seed N] [-duration 3m] [-advert-interval 0.1] [-out DIR] [-v]
+//	go run ./test/cmd/chaos -target kube [-kube-bin bin/kube] [-image REF] ...
 //
 // With -target kube it brings up the real three-node Kubernetes of
 // test/kube in out/chaos-kube, installs deploy/overlays/kubernetes with the

@@ -8,7 +8,7 @@
 //
 // Usage, as root from the repository:
 //
-//	go run ./cmd/demo [-v]
+//	go run ./test/cmd/demo [-v]
 //
 // The program also runs, copied next to ipfailover, as each node's
 // monitored web service ("demo serve"), which answers with the node's name.

@@ -1,0 +1,256 @@
+// Command perfdocs writes docs/performance/results.md from the outputs of
+// the last runs: the table make bench writes to out/bench.md (with its
+// commit, date and machine) and the reports make chaos writes to
+// out/chaos/seed-N[-kube]/report.md. make perf-docs runs it.
+//
+//	go run ./test/cmd/perfdocs [-bench out/bench.md] [-o docs/performance/results.md] [-note TEXT] [REPORT.md ...]
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	benchPath := flag.String("bench", "out/bench.md", "the table make bench wrote")
+	out := flag.String("o", "docs/performance/results.md", "the page to write")
+	note := flag.String("note", "", "a paragraph on where the figures come from, when the outputs are not this machine's last runs")
+	flag.Parse()
+	if err := run(*benchPath, flag.Args(), *out, *note); err != nil {
+		fmt.Fprintln(os.Stderr, "perfdocs:", err)
+		os.Exit(1)
+	}
+}
+
+func run(benchPath string, reports []string, out, note string) error {
+	data, err := os.ReadFile(benchPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s does not exist: run make bench first", benchPath)
+	}
+	if err != nil {
+		return err
+	}
+	b, err := parseBench(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", benchPath, err)
+	}
+	var runs []chaosRun
+	for _, path := range reports {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		r, err := parseChaos(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		r.dir = filepath.Base(filepath.Dir(path))
+		runs = append(runs, r)
+	}
+	page := render(b, runs, note)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(out, page, 0o644)
+}
+
+// benchTable is out/bench.md: the rows and what they were measured on.
+type benchTable struct {
+	table string // the Markdown table, as make bench wrote it
+	// provenance is its last line: "Measured by `make bench` at commit
+	// ... on DATE: N rounds; MACHINE."
+	provenance             string
+	commit, date, machine  string
+	rounds                 int
+	uncommittedAtBenchTime bool
+}
+
+var measured = regexp.MustCompile("^Measured by `make bench` at commit (\\S+)( \\(with uncommitted changes\\))? on (\\d{4}-\\d{2}-\\d{2}): (\\d+) rounds; (.+)\\.$")
+
+// parseBench reads the Markdown test/bench.Report.WriteMarkdown writes.
+func parseBench(data []byte) (benchTable, error) {
+	var b benchTable
+	var table []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		switch {
+		case strings.HasPrefix(line, "|"):
+			table = append(table, line)
+		case strings.HasPrefix(line, "Measured by"):
+			m := measured.FindStringSubmatch(line)
+			if m == nil {
+				return b, fmt.Errorf("the line %q does not say commit, date, rounds and machine as make bench writes them", line)
+			}
+			b.provenance, b.commit, b.uncommittedAtBenchTime, b.date, b.machine = line, m[1], m[2] != "", m[3], m[5]
+			b.rounds, _ = strconv.Atoi(m[4])
+		}
+	}
+	if len(table) < 3 || !strings.HasPrefix(table[0], "| row |") {
+		return b, errors.New("no table of rows")
+	}
+	if b.provenance == "" {
+		return b, errors.New("no line saying where it was measured (Measured by `make bench` at commit ...)")
+	}
+	b.table = strings.Join(table, "\n")
+	return b, nil
+}
+
+// chaosRun is what the results page shows of one make chaos report.
+type chaosRun struct {
+	dir              string
+	seed             int
+	duration, target string
+	pass             bool
+	faults           int
+	commit, start    string
+	load             string
+	availLo, availHi float64
+	longest, twice   time.Duration
+	vips             int
+}
+
+var (
+	chaosTitle  = regexp.MustCompile(`^# Chaos run: seed (\d+), (\S+), (\S+): (PASS|FAIL)$`)
+	chaosFaults = regexp.MustCompile(`the same seed draws the same (\d+) faults`)
+	chaosBuild  = regexp.MustCompile(`^ipfailover (\S+) on \d+ nodes`)
+	chaosStart  = regexp.MustCompile(`^Measured over \S+ from (\d{4}-\d{2}-\d{2} \d{2}:\d{2}):[\d.]+ UTC`)
+	chaosLoad   = regexp.MustCompile(`load average \(1 minute\) during the run: (\S+) on (\d+) cores`)
+)
+
+// parseChaos reads the report test/chaos.WriteMarkdown writes: its title,
+// build, start and load, and the table "Per VIP, over the run".
+func parseChaos(data []byte) (chaosRun, error) {
+	var r chaosRun
+	lines := strings.Split(string(data), "\n")
+	m := chaosTitle.FindStringSubmatch(lines[0])
+	if m == nil {
+		return r, fmt.Errorf("the first line %q is not a chaos report's title", lines[0])
+	}
+	r.seed, _ = strconv.Atoi(m[1])
+	r.duration, r.target, r.pass = m[2], m[3], m[4] == "PASS"
+	inVIPs := false
+	for _, line := range lines[1:] {
+		if m := chaosFaults.FindStringSubmatch(line); m != nil {
+			r.faults, _ = strconv.Atoi(m[1])
+		}
+		if m := chaosBuild.FindStringSubmatch(line); m != nil {
+			r.commit = m[1]
+		}
+		if m := chaosStart.FindStringSubmatch(line); m != nil {
+			r.start = m[1] + " UTC"
+		}
+		if m := chaosLoad.FindStringSubmatch(line); m != nil {
+			r.load = m[1] + " on " + m[2] + " cores"
+		}
+		if strings.HasPrefix(line, "## ") {
+			inVIPs = line == "## Per VIP, over the run"
+			continue
+		}
+		if !inVIPs || !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| VIP |") {
+			continue
+		}
+		// | VIP | availability | down | outages | longest | probes failed | no holder | no holder while a node could hold it | on two nodes |
+		f := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(f) != 9 {
+			return r, fmt.Errorf("a row of Per VIP has %d columns, want 9: %q", len(f), line)
+		}
+		avail, err := strconv.ParseFloat(strings.TrimSuffix(f[1], " %"), 64)
+		if err != nil {
+			return r, fmt.Errorf("availability %q: %w", f[1], err)
+		}
+		longest, err := parseDur(f[4])
+		if err != nil {
+			return r, err
+		}
+		twice, err := parseDur(f[8])
+		if err != nil {
+			return r, err
+		}
+		if r.vips == 0 || avail < r.availLo {
+			r.availLo = avail
+		}
+		r.availHi = max(r.availHi, avail)
+		r.longest, r.twice = max(r.longest, longest), max(r.twice, twice)
+		r.vips++
+	}
+	switch {
+	case r.vips == 0:
+		return r, errors.New("no rows under \"## Per VIP, over the run\"")
+	case r.commit == "" || r.start == "" || r.faults == 0:
+		return r, errors.New("no build, start or fault count")
+	}
+	return r, nil
+}
+
+// parseDur reads the report's durations: "12 ms", "3.070 s".
+func parseDur(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.ReplaceAll(s, " ", ""))
+	if err != nil {
+		return 0, fmt.Errorf("duration %q: %w", s, err)
+	}
+	return d, nil
+}
+
+func fmtDur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// render is the results page.
+func render(b benchTable, runs []chaosRun, note string) []byte {
+	var w bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
+	p("<!-- Generated by `make perf-docs` from make bench's out/bench.md and make chaos's reports; DO NOT EDIT. -->")
+	p("")
+	p("# Performance results")
+	p("")
+	dirty := ""
+	if b.uncommittedAtBenchTime {
+		dirty = " with uncommitted changes"
+	}
+	p("Measured by `make bench` at commit %s%s on %s, %d rounds, on %s.", b.commit, dirty, b.date, b.rounds, b.machine)
+	if len(runs) > 0 {
+		p("`make chaos` runs: below, each with its commit and start.")
+	}
+	p("This page is written by `make perf-docs` from those runs' outputs; run it after `make bench`")
+	p("(and `make chaos`) to replace it.")
+	if note != "" {
+		p("")
+		p("%s", note)
+	}
+	p("")
+	p("## make bench")
+	p("")
+	p("%s", b.table)
+	p("")
+	p("## make chaos")
+	p("")
+	if len(runs) == 0 {
+		p("No `make chaos` report was given to this page.")
+		return w.Bytes()
+	}
+	slices.SortFunc(runs, func(x, y chaosRun) int { return strings.Compare(x.start+x.dir, y.start+y.dir) })
+	p("Per run: the faults its seed drew, the result, each VIP's availability (the lowest and the highest), the longest outage and the longest time a VIP sat on two nodes.")
+	p("")
+	p("| run | commit | started | faults | result | available, per VIP | longest outage | on two nodes | load |")
+	p("|---|---|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		result := "pass"
+		if !r.pass {
+			result = "**fail**"
+		}
+		p("| `%s`: seed %d, %s, %s | %s | %s | %d | %s | %.1f–%.1f %% | %s | %s | %s |",
+			r.dir, r.seed, r.duration, r.target, r.commit, r.start, r.faults, result, r.availLo, r.availHi, fmtDur(r.longest), fmtDur(r.twice), r.load)
+	}
+	return w.Bytes()
+}
