@@ -98,13 +98,13 @@ func Settings() []Setting {
 		{
 			Name:    "OPENSHIFT_HA_UNICAST_PEERS_FROM",
 			Default: "unset",
-			Meaning: "`pods`: unicast VRRP, the peers being the other pods of this pod's workload, followed from the API server (needs `POD_NAME`, the service account token and the Role of [deploy/README.md](deploy/README.md#unicast-peers-from-the-pods)); not with `OPENSHIFT_HA_UNICAST_PEERS`. The manifests set it",
+			Meaning: "`pods`: unicast VRRP, the peers being the other pods of this pod's workload, followed from the API server (needs `POD_NAME`, the service account token and the Role of [concepts](docs/concepts.md#unicast-peers-from-the-pods)); not with `OPENSHIFT_HA_UNICAST_PEERS`. The manifests set it",
 			New:     true,
 		},
 		{
 			Name:    "OPENSHIFT_HA_MULTICAST_BRIDGE",
 			Default: "unset (automatic)",
-			Meaning: "`true`: a unicast node relays its masterships to nodes that still speak multicast VRRP, with priority-255 adverts to the multicast group (a migration); unset: on while pods of the workload publish no unicast address (`OPENSHIFT_HA_UNICAST_PEERS_FROM=pods` only); `false`: never ([deploy/README.md](deploy/README.md#move-from-multicast-to-unicast))",
+			Meaning: "`true`: a unicast node relays its masterships to nodes that still speak multicast VRRP, with priority-255 adverts to the multicast group (a migration); unset: on while pods of the workload publish no unicast address (`OPENSHIFT_HA_UNICAST_PEERS_FROM=pods` only); `false`: never ([installation](docs/installation.md#move-from-multicast-to-unicast))",
 			New:     true,
 		},
 		{

@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"fmt"
+	"github.com/ipfailover/ipfailover/internal/component"
 	"net"
 	"net/netip"
 	"regexp"
@@ -76,6 +77,22 @@ var referenceSections = []referenceSection{
 			o.Membership = membershipView{MembershipStatus{Peers: map[string]int{"ipv4": 2}, LastChange: time.Unix(1700000000, 0), In: 3, Out: 1, WatchUp: true}}
 		},
 		collector: func(o Options) prometheus.Collector { return newMembershipCollector(o.Membership) },
+	},
+	{
+		title: "The run's components",
+		when:  "Served always: one series per part of the run (internal/component), essential or auxiliary.",
+		option: func(o *Options) {
+			o.Components = func() []component.Health {
+				return []component.Health{{Name: "split-brain-guard", Role: component.Auxiliary, Up: true}}
+			}
+		},
+		collector: func(o Options) prometheus.Collector { return newComponentCollector(o.Components) },
+	},
+	{
+		title:     "Address watch",
+		when:      "Served always: the kernel's address notifications that the guard and the reloader follow.",
+		option:    func(o *Options) { o.AddrWatch = watchStats{} },
+		collector: func(o Options) prometheus.Collector { return newAddrWatchCollector(o.AddrWatch) },
 	},
 	{
 		title:     "Multicast bridge",
