@@ -12,7 +12,7 @@ import (
 // YAML block that starts with the comment "# <dir>/kustomization.yaml".
 var docsWithOverlays = []string{"../README.md", "../docs/installation.md"}
 
-var overlayBlock = regexp.MustCompile("(?s)```yaml\n[ ]*# ([a-z0-9-]+)/kustomization\\.yaml\n(.*?)```")
+var overlayBlock = regexp.MustCompile("(?s)```yaml\n *# ([a-z0-9-]+)/kustomization\\.yaml\n(.*?)```")
 
 // TestDocumentedOverlaysBuild: every overlay the documentation tells a user
 // to write builds against these manifests (its resources are named from the

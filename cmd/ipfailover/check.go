@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
@@ -38,13 +37,6 @@ func newPortCheck(p *plan.Plan, log *slog.Logger) (*portCheck, error) {
 		Recorder: c.metrics, Logger: log,
 	})
 	return c, nil
-}
-
-// run probes until ctx ends.
-func (c *portCheck) run(ctx context.Context) {
-	if c != nil {
-		c.checker.Run(ctx)
-	}
 }
 
 // replan points the check at the node's address in a new plan.

@@ -134,7 +134,9 @@ func run(t *testing.T, svc *service, period time.Duration) *reports {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
-		New(Options{Prober: svc, Reporter: rep, Period: period}).Run(ctx)
+		if err := New(Options{Prober: svc, Reporter: rep, Period: period}).Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
 		close(done)
 	}()
 	t.Cleanup(func() {
@@ -330,7 +332,7 @@ func TestReportRetried(t *testing.T) {
 		rep := &reports{fail: 2}
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		go New(Options{Prober: svc, Reporter: rep, Period: 100 * time.Millisecond}).Run(ctx)
+		go func() { _ = New(Options{Prober: svc, Reporter: rep, Period: 100 * time.Millisecond}).Run(ctx) }()
 		time.Sleep(time.Second)
 		got := rep.all()
 		if len(got) != 1 || !got[0].passing {
@@ -354,7 +356,7 @@ func TestRunReturnsWithItsProbes(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
-			New(Options{Prober: svc, Reporter: &reports{}, Period: 100 * time.Millisecond}).Run(ctx)
+			_ = New(Options{Prober: svc, Reporter: &reports{}, Period: 100 * time.Millisecond}).Run(ctx)
 			close(done)
 		}()
 		time.Sleep(50 * time.Millisecond)

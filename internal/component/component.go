@@ -15,8 +15,7 @@
 // function gets the error once, and the run hands its VIPs over and exits
 // non-zero, so the pod restarts); an Auxiliary one is marked down, which
 // /readyz and the ipfailover_component_up metric show within a scrape, and
-// the run goes on without it. A running component may also report itself
-// down and up again (SetHealth), for a failure it works around.
+// the run goes on without it.
 package component
 
 import (
@@ -51,12 +50,11 @@ func (r Role) String() string {
 type Health struct {
 	Name string
 	Role Role
-	// Up is false once the component failed, or while it reports itself
-	// down.
+	// Up is false once the component failed.
 	Up bool
 	// Err is why it is down.
 	Err error
-	// Failures counts its failures and its reports of being down.
+	// Failures counts its failures.
 	Failures uint64
 }
 
@@ -151,29 +149,6 @@ func (g *Group) Failed() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.firstFatal
-}
-
-// SetHealth lets a running component report that it does not work (err
-// set) or works again (nil). Unknown names are ignored.
-func (g *Group) SetHealth(name string, err error) {
-	g.mu.Lock()
-	r, ok := g.byName[name]
-	if !ok {
-		g.mu.Unlock()
-		return
-	}
-	was := r.health.Up
-	r.health.Up, r.health.Err = err == nil, err
-	if was && err != nil {
-		r.health.Failures++
-	}
-	g.mu.Unlock()
-	switch {
-	case was && err != nil:
-		g.log.Warn("component does not work", "component", name, "error", err)
-	case !was && err == nil:
-		g.log.Info("component works again", "component", name)
-	}
 }
 
 // Health returns every component's state, in start order.

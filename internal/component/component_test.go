@@ -3,6 +3,7 @@ package component
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -48,9 +49,8 @@ func TestFailures(t *testing.T) {
 	g.Go("fails", Essential, func(context.Context) error { return errors.New("listening: address in use") })
 	g.Go("returns", Essential, func(context.Context) error { return nil })
 	g.Go("panics", Essential, func(context.Context) error {
-		var m map[string]int
-		m["x"]++ // a nil map: panics
-		return nil
+		var s []int
+		return errors.New(fmt.Sprint(s[len(s)])) // out of range: panics
 	})
 	g.Go("guard", Auxiliary, func(context.Context) error { panic("bad packet") })
 	g.Go("fine", Auxiliary, func(ctx context.Context) error { <-ctx.Done(); return nil })
@@ -68,7 +68,7 @@ func TestFailures(t *testing.T) {
 	for name, want := range map[string]string{
 		"fails":   "address in use",
 		"returns": "returned before it was asked to stop",
-		"panics":  "panicked: assignment to entry in nil map",
+		"panics":  "panicked: runtime error: index out of range",
 	} {
 		if !strings.Contains(got[name], want) {
 			t.Errorf("%s: fatal error %q, want it to contain %q", name, got[name], want)
@@ -123,20 +123,4 @@ func TestStoppedIsNoFailure(t *testing.T) {
 	if h := g.Health()[0]; !h.Up {
 		t.Errorf("after Stop: %+v, want up", h)
 	}
-}
-
-func TestSetHealth(t *testing.T) {
-	g := New(nil, nil)
-	defer g.Stop()
-	g.Go("watch", Auxiliary, func(ctx context.Context) error { <-ctx.Done(); return nil })
-	g.SetHealth("watch", errors.New("cannot subscribe"))
-	g.SetHealth("watch", errors.New("still cannot")) // one failure, not two
-	if h := g.Health()[0]; h.Up || h.Failures != 1 || h.Err.Error() != "still cannot" {
-		t.Errorf("down: %+v", h)
-	}
-	g.SetHealth("watch", nil)
-	if h := g.Health()[0]; !h.Up || h.Failures != 1 {
-		t.Errorf("up again: %+v", h)
-	}
-	g.SetHealth("nosuch", errors.New("x"))
 }

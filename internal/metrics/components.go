@@ -20,10 +20,10 @@ func newComponentCollector(health func() []component.Health) *componentCollector
 	return &componentCollector{
 		health: health,
 		up: prometheus.NewDesc("ipfailover_component_up",
-			"1 while a part of ipfailover's run works (role essential: its failure ends the run; auxiliary: the run goes on without it and /readyz fails), 0 once it failed or while it reports that it cannot work.",
+			"1 while a part of ipfailover's run works (role essential: its failure ends the run; auxiliary: the run goes on without it and /readyz fails), 0 once it failed.",
 			[]string{"component", "role"}, nil),
 		failures: prometheus.NewDesc("ipfailover_component_failures_total",
-			"Failures of a part of ipfailover's run: returning or panicking before it was asked to stop, or reporting that it cannot work.",
+			"Failures of a part of ipfailover's run: returning or panicking before it was asked to stop.",
 			[]string{"component"}, nil),
 	}
 }

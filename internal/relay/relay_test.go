@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,7 +167,7 @@ func startHarness(p *plan.Plan) (*harness, func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { h.r.Run(ctx); close(done) }()
+	go func() { _ = h.r.Run(ctx); close(done) }()
 	var once sync.Once
 	return h, func() { once.Do(func() { cancel(); <-done }) }
 }
@@ -221,7 +222,10 @@ func TestRelayFollowsKeepalived(t *testing.T) {
 	if !strings.Contains(strings.Join(got[start:], ","), "vrid 13 prio 255 to ff02::12") {
 		t.Errorf("the IPv6 master is not relayed at once: %v", got[start:])
 	}
-	if diff := cmp.Diff([]string{"eth0 192.0.2.13 v6=false", "eth0 192.0.2.13 v6=true"}, h.opened); diff != "" {
+	h.mu.Lock()
+	opened := slices.Clone(h.opened)
+	h.mu.Unlock()
+	if diff := cmp.Diff([]string{"eth0 192.0.2.13 v6=false", "eth0 192.0.2.13 v6=true"}, opened); diff != "" {
 		t.Errorf("sockets (-want +got):\n%s", diff)
 	}
 	// About one advert per instance and second from now on.
@@ -241,10 +245,14 @@ func TestRelayFollowsKeepalived(t *testing.T) {
 	}
 
 	h.r.SetActive(false, "test")
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, s := range h.senders {
+		s.mu.Lock()
 		if !s.closed {
 			t.Error("a socket stayed open after the relay was turned off")
 		}
+		s.mu.Unlock()
 	}
 }
 
@@ -258,10 +266,16 @@ func TestRelayReplan(t *testing.T) {
 	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: keepalived.StateNameMaster})
 	h.waitSent(t, 2)
 	time.Sleep(1100 * time.Millisecond)
-	if diff := cmp.Diff([]string{"eth0 192.0.2.13 v6=false", "eth0 192.0.2.99 v6=false"}, h.opened); diff != "" {
+	h.mu.Lock()
+	opened, first := slices.Clone(h.opened), h.senders[0]
+	h.mu.Unlock()
+	if diff := cmp.Diff([]string{"eth0 192.0.2.13 v6=false", "eth0 192.0.2.99 v6=false"}, opened); diff != "" {
 		t.Errorf("sockets (-want +got):\n%s", diff)
 	}
-	if !h.senders[0].closed {
+	first.mu.Lock()
+	closed := first.closed
+	first.mu.Unlock()
+	if !closed {
 		t.Error("the socket of the old source stayed open")
 	}
 }

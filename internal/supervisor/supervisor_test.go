@@ -546,7 +546,7 @@ func TestExecCommandNotStolen(t *testing.T) {
 	reaperDone := make(chan struct{})
 	go func() {
 		defer close(reaperDone)
-		reaper.Run(ctx)
+		_ = reaper.Run(ctx)
 	}()
 	defer func() {
 		cancel()
@@ -604,7 +604,7 @@ func TestReaperSeesPastForeignZombie(t *testing.T) {
 	reaperDone := make(chan struct{})
 	go func() {
 		defer close(reaperDone)
-		reaper.Run(ctx)
+		_ = reaper.Run(ctx)
 	}()
 	defer func() {
 		cancel()
