@@ -402,7 +402,7 @@ func TestFailingFromTheStartDecides(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan struct{})
 			go func() {
-				New(Options{Prober: &service{mode: tt.m}, Reporter: rep, Period: 100 * time.Millisecond, Recorder: rec}).Run(ctx)
+				_ = New(Options{Prober: &service{mode: tt.m}, Reporter: rep, Period: 100 * time.Millisecond, Recorder: rec}).Run(ctx)
 				close(done)
 			}()
 			time.Sleep((Fall-1)*100*time.Millisecond - time.Millisecond) // Fall-1 probes: at 0, 100, ... ms

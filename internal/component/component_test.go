@@ -3,7 +3,6 @@ package component
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -49,8 +48,8 @@ func TestFailures(t *testing.T) {
 	g.Go("fails", Essential, func(context.Context) error { return errors.New("listening: address in use") })
 	g.Go("returns", Essential, func(context.Context) error { return nil })
 	g.Go("panics", Essential, func(context.Context) error {
-		var s []int
-		return errors.New(fmt.Sprint(s[len(s)])) // out of range: panics
+		var p *Health
+		return p.Err // a nil pointer: panics
 	})
 	g.Go("guard", Auxiliary, func(context.Context) error { panic("bad packet") })
 	g.Go("fine", Auxiliary, func(ctx context.Context) error { <-ctx.Done(); return nil })
@@ -68,7 +67,7 @@ func TestFailures(t *testing.T) {
 	for name, want := range map[string]string{
 		"fails":   "address in use",
 		"returns": "returned before it was asked to stop",
-		"panics":  "panicked: runtime error: index out of range",
+		"panics":  "panicked: runtime error: invalid memory address or nil pointer dereference",
 	} {
 		if !strings.Contains(got[name], want) {
 			t.Errorf("%s: fatal error %q, want it to contain %q", name, got[name], want)
