@@ -73,16 +73,21 @@ func (d *dumper) get(pid int) (*dump, error) {
 	f := &flight{done: make(chan struct{})}
 	d.inflight = f
 	d.mu.Unlock()
-
+	// Deferred, so that a fetch that panics (net/http recovers the
+	// handler) still releases the requests waiting on it.
+	defer func() {
+		if f.d == nil && f.err == nil {
+			f.err = errors.New("reading keepalived's dump failed")
+		}
+		d.mu.Lock()
+		d.inflight = nil
+		if f.err == nil {
+			d.last = f.d
+		}
+		d.mu.Unlock()
+		close(f.done)
+	}()
 	f.d, f.err = d.fetch(pid)
-
-	d.mu.Lock()
-	d.inflight = nil
-	if f.err == nil {
-		d.last = f.d
-	}
-	d.mu.Unlock()
-	close(f.done)
 	return f.d, f.err
 }
 

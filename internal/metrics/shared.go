@@ -61,13 +61,7 @@ func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	if !fresh {
-		rec := &recorder{header: http.Header{}, status: http.StatusOK}
-		s.next.ServeHTTP(rec, r)
-		e.status, e.header, e.body = rec.status, rec.header, rec.buf.Bytes()
-		s.mu.Lock()
-		e.at = time.Now()
-		s.mu.Unlock()
-		close(e.done)
+		s.render(key, e, r)
 	} else {
 		select {
 		case <-e.done:
@@ -80,6 +74,30 @@ func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(e.status)
 	_, _ = w.Write(e.body) // a scraper that went away cannot be told
+}
+
+// render fills e from the next handler. Should that panic (net/http
+// recovers the handler), e is dropped and the requests waiting on it get
+// a 500, not a wait until their deadline.
+func (s *sharedResponse) render(key string, e *sharedEntry, r *http.Request) {
+	done := false
+	defer func() {
+		if !done {
+			e.status, e.header, e.body = http.StatusInternalServerError, http.Header{}, []byte("rendering the metrics failed\n")
+		}
+		s.mu.Lock()
+		if done {
+			e.at = time.Now()
+		} else if s.entries[key] == e {
+			delete(s.entries, key)
+		}
+		s.mu.Unlock()
+		close(e.done)
+	}()
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	s.next.ServeHTTP(rec, r)
+	e.status, e.header, e.body = rec.status, rec.header, rec.buf.Bytes()
+	done = true
 }
 
 // recorder keeps a response in memory.

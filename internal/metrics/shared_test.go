@@ -88,3 +88,33 @@ func TestSharedResponseNeverOutlivesItsState(t *testing.T) {
 		t.Errorf("rendered %d times, want 2: a response from before keepalived died was served after", n)
 	}
 }
+
+// TestSharedResponsePanic: a rendering that panics (net/http recovers the
+// handler) leaves no entry that later scrapes would wait on forever.
+func TestSharedResponsePanic(t *testing.T) {
+	var calls atomic.Int32
+	h := newSharedResponse(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 1 {
+			panic("a bug")
+		}
+		io.WriteString(w, "ok")
+	}), time.Hour, func() string { return "" })
+	func() {
+		defer func() { _ = recover() }()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", http.NoBody))
+	}()
+	done := make(chan string, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", http.NoBody))
+		done <- rec.Body.String()
+	}()
+	select {
+	case body := <-done:
+		if body != "ok" {
+			t.Errorf("the scrape after a panic got %q, want a fresh rendering", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scrape after a panic waits on the failed rendering")
+	}
+}
