@@ -47,10 +47,14 @@ deps:
 
 # test runs every test: unit, golden (checked by the real keepalived),
 # root-only tests in network namespaces, the end-to-end failover suite, and
-# the alert rules' promtool tests.
+# the alert rules' promtool tests. The product's packages (UNIT_PKGS) run
+# under the race detector (cgo: gcc, which deps installs); the harness's
+# suites, which drive real processes, run without it.
+UNIT_PKGS := ./cmd/ipfailover/... ./config/... ./iptables/... ./internal/...
 test: deps $(PROMTOOL)
 	$(GO) vet ./...
-	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -timeout 15m ./...
+	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -race -timeout 15m $(UNIT_PKGS)
+	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -E '/ipfailover/(cmd/ipfailover|config|iptables|internal)(/|$$)')
 
 e2e: deps
 	$(GO) test -count=1 -timeout 15m -v ./test/e2e/...

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/membership"
 	"github.com/ipfailover/ipfailover/internal/metrics"
@@ -45,9 +46,10 @@ func podIdentity(cfg *config.Config) (namespace string, err error) {
 }
 
 // startPodPeers connects to the API server, publishes this pod's addresses
-// (p's unicast sources) and waits until the watch lists the workload; it
-// keeps trying while the API server does not answer.
-func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p *plan.Plan) (*podPeers, error) {
+// (p's unicast sources), starts the watch of the workload in group and
+// waits until it lists the workload; it keeps trying while the API server
+// does not answer.
+func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p *plan.Plan, group *component.Group) (*podPeers, error) {
 	ns, err := podIdentity(cfg)
 	if err != nil {
 		return nil, err
@@ -58,7 +60,11 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	}
 	w := membership.New(membership.Options{Client: client, Reconnect: client.CloseConnections, Namespace: ns, Pod: cfg.PodName, Logger: log})
 	log.Info("finding the unicast peers: the other pods of this pod's workload", "pod", cfg.PodName, "namespace", ns)
-	if err := w.Start(ctx, p.SourceAddrs()); err != nil {
+	if err := w.Prepare(ctx, p.SourceAddrs()); err != nil {
+		return nil, fmt.Errorf("watching the workload's pods: %w", err)
+	}
+	group.Go("pod-watch", component.Auxiliary, w.Run)
+	if err := w.Synced(ctx); err != nil {
 		return nil, fmt.Errorf("watching the workload's pods: %w", err)
 	}
 	return &podPeers{w: w}, nil

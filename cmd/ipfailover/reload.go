@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/internal/relay"
@@ -20,8 +21,10 @@ import (
 
 // errInterfaceChanged ends a run whose VRRP interface moved (the
 // interface of the default route changed, with OPENSHIFT_HA_NETWORK_INTERFACE
-// unset): keepalived hands its VIPs over, and the restarted container starts
-// on the new interface.
+// unset), in every mode: keepalived hands its VIPs over, the VIPs left on
+// the old interface are released, and the restarted container starts on
+// the new interface, with the split-brain guard, the metrics and the
+// release of VIPs there too.
 var errInterfaceChanged = errors.New("the VRRP interface changed")
 
 // settle is how long the reloader waits after an address change for more
@@ -44,49 +47,58 @@ type reloader struct {
 	guard *splitbrain.Guard
 	relay *relay.Relay // nil without the multicast bridge
 	pods  *podPeers    // nil unless the peers come from the pods
-	// stop ends the run (errInterfaceChanged).
-	stop func(error)
 
 	current *plan.Plan
 }
 
-// run reloads until ctx ends.
-func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) {
-	var peers, addrs <-chan struct{}
+// run reloads until ctx ends (nil) or the VRRP interface moved
+// (errInterfaceChanged).
+func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) error {
+	var peers <-chan struct{}
+	var addrs chan struct{}
 	if r.pods != nil {
 		peers = r.pods.w.Changes()
-		var err error
-		if addrs, err = r.nl.WatchAddrs(ctx, ""); err != nil {
-			r.log.Warn("address changes are not followed; after renumbering this node, send SIGHUP", "error", err)
-		}
+		// The address watch lives as long as this loop.
+		addrs = make(chan struct{}, 1)
+		watchCtx, stopWatching := context.WithCancel(ctx)
+		watched := make(chan error, 1)
+		go func() {
+			watched <- component.Safe("the address watch", func() error { return r.nl.WatchAddrs(watchCtx, "", addrs) })
+		}()
+		defer func() {
+			stopWatching()
+			if err := <-watched; err != nil {
+				r.log.Error("the address watch failed", "error", err)
+			}
+		}()
 	}
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-hup:
-			r.reload(ctx, "SIGHUP", true)
+			err = r.reload(ctx, "SIGHUP", true)
 		case <-peers:
-			r.reload(ctx, "the workload's pods changed", false)
-		case _, ok := <-addrs:
-			if !ok {
-				addrs = nil
-				continue
-			}
+			err = r.reload(ctx, "the workload's pods changed", false)
+		case <-addrs:
 			// Let a burst of changes end, then look once.
 			t := time.NewTimer(settle)
 			for settled := false; !settled; {
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return
+					return nil
 				case <-addrs:
 					t.Reset(settle)
 				case <-t.C:
 					settled = true
 				}
 			}
-			r.reload(ctx, "this node's addresses changed", false)
+			err = r.reload(ctx, "this node's addresses changed", false)
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -96,8 +108,9 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) {
 // the plan differs or force is set, rewrites keepalived.conf, points the
 // built-in check, the split-brain guard and the bridge at the new plan and
 // reloads keepalived. A plan that no longer validates is logged and the
-// running configuration kept.
-func (r *reloader) reload(ctx context.Context, why string, force bool) {
+// running configuration kept. A VRRP interface that moved is
+// errInterfaceChanged.
+func (r *reloader) reload(ctx context.Context, why string, force bool) error {
 	var members []netip.Addr
 	if r.pods != nil {
 		var ok bool
@@ -109,15 +122,12 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) {
 	p, err := planWith(r.nl, members)
 	if err != nil {
 		r.log.Error("reload refused, keeping the running configuration", "reason", why, "error", err)
-		return
+		return nil
 	}
-	if r.pods != nil {
-		if p.Node.Interface != r.current.Node.Interface {
-			r.log.Warn("the VRRP interface changed: stopping keepalived (its VIPs are handed over) so that the pod starts again on the new one",
-				"from", r.current.Node.Interface, "to", p.Node.Interface)
-			r.stop(fmt.Errorf("%w from %s to %s", errInterfaceChanged, r.current.Node.Interface, p.Node.Interface))
-			return
-		}
+	if p.Node.Interface != r.current.Node.Interface {
+		r.log.Warn("the VRRP interface changed: stopping keepalived (its VIPs are handed over) so that the pod starts again on the new one",
+			"from", r.current.Node.Interface, "to", p.Node.Interface)
+		return fmt.Errorf("%w from %s to %s", errInterfaceChanged, r.current.Node.Interface, p.Node.Interface)
 	}
 	renumbered := r.pods != nil && !slices.Equal(p.SourceAddrs(), r.current.SourceAddrs())
 	if r.relay != nil {
@@ -125,12 +135,13 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) {
 	}
 	if force || !bytes.Equal(p.Text, r.current.Text) {
 		if !r.apply(p, why) {
-			return
+			return nil
 		}
 	}
 	if renumbered {
 		r.publish(ctx, p.SourceAddrs())
 	}
+	return nil
 }
 
 // goodbyeLead is how long a renumbered node lets keepalived reload before

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 
 	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/metrics"
@@ -20,8 +19,15 @@ import (
 )
 
 // run is the entrypoint: plan, prepare the host, supervise keepalived until
-// ctx ends, then hand the VIPs over and release what is left. hup delivers
-// SIGHUP.
+// ctx ends or a component fails, then hand the VIPs over and release what
+// is left. hup delivers SIGHUP.
+//
+// run is the composition root and owns every goroutine of the program (see
+// internal/component): in start order the reaper, the watch of the
+// workload's pods, the built-in check, the metrics server, the multicast
+// bridge, the split-brain guard and the reloader, and in the foreground
+// keepalived's supervision. They stop in the reverse order once keepalived
+// has stopped, and before the VIPs left on the interface are released.
 func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	for _, v := range config.UnknownVariables(os.Environ()) {
 		log.Warn("unknown variable ignored", "variable", v)
@@ -31,12 +37,21 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		return err
 	}
 	defer nl.Close()
+	// keepalived runs until ctx ends or an essential component fails
+	// (the reloader among them, when the VRRP interface moved).
+	supCtx, endSupervision := context.WithCancelCause(ctx)
+	defer endSupervision(nil)
+	group := component.New(log, endSupervision)
+	defer group.Stop()
+
+	reaper := supervisor.NewReaper(log)
+	group.Go("reaper", component.Essential, reaper.Run)
 	// With the peers from the pods: publish this pod's address and list
 	// the others before the host changes (and before keepalived starts, so
 	// that the others list this pod well inside its master-down interval).
 	var pods *podPeers
 	if p.Config.PeersFromPods {
-		if pods, err = startPodPeers(ctx, log, p.Config, p); err != nil {
+		if pods, err = startPodPeers(ctx, log, p.Config, p, group); err != nil {
 			return err
 		}
 		members, _ := pods.members()
@@ -70,15 +85,9 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	checkCtx, stopChecking := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopChecking()
-	wg.Go(func() { chk.run(checkCtx) })
-
-	reaper := supervisor.NewReaper(log)
-	reapCtx, stopReaping := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopReaping()
-	go reaper.Run(reapCtx)
+	if chk != nil {
+		group.Go("check", component.Essential, chk.checker.Run)
+	}
 
 	binary := keepalived.FindBinary()
 	sup := supervisor.New(supervisor.Options{
@@ -101,6 +110,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
+	defer guard.Close()
 	mo := metrics.Options{
 		Address:          cfg.MetricsAddress,
 		Plan:             p,
@@ -110,6 +120,8 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		SplitBrain:       guard,
 		Version:          version,
 		Check:            chk.metricsOrNil(),
+		Components:       group.Health,
+		AddrWatch:        nl,
 		Logger:           log,
 	}
 	if pods != nil {
@@ -122,37 +134,21 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-
-	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-	wg.Go(func() {
-		if err := srv.ListenAndServe(serveCtx); err != nil {
-			log.Error("metrics server stopped", "address", cfg.MetricsAddress, "error", err)
-		}
-	})
-	// keepalived runs until ctx ends or the reloader stops it (the VRRP
-	// interface moved). The helpers below end with keepalived's
-	// supervision, whether that or a crash loop ended it.
-	supCtx, stopSupervising := context.WithCancelCause(ctx)
-	defer stopSupervising(nil)
-	supervised, endSupervision := context.WithCancel(supCtx)
-	wg.Go(func() {
-		select {
-		case <-sup.Started():
-			srv.SetReady(true)
-		case <-supervised.Done():
-		}
-	})
-	rl := &reloader{log: log, nl: nl, sup: sup, chk: chk, guard: guard, relay: bridge, pods: pods, stop: stopSupervising, current: p}
-	wg.Go(func() { rl.run(supervised, hup) })
-	wg.Go(func() { guard.Run(supervised) })
-	if bridge != nil {
-		wg.Go(func() { bridge.Run(supervised) })
+	if cfg.MetricsAddress != "" {
+		group.Go("metrics", component.Essential, srv.ListenAndServe)
 	}
+	if bridge != nil {
+		group.Go("multicast-bridge", component.Auxiliary, bridge.Run)
+	}
+	group.Go("split-brain-guard", component.Auxiliary, guard.Run)
+	rl := &reloader{log: log, nl: nl, sup: sup, chk: chk, guard: guard, relay: bridge, pods: pods, current: p}
+	group.Go("reloader", component.Essential, func(ctx context.Context) error { return rl.run(ctx, hup) })
 
+	// Ready once keepalived runs its instances (the metrics server looks).
+	srv.SetReady(true)
 	runErr := sup.Run(supCtx)
-	endSupervision()
-	stopChecking()
 	srv.SetReady(false)
+	group.Stop()
 
 	// keepalived is gone: it removed its VIPs as it stopped, unless it died
 	// hard. Release whatever is left so no other node's VIP stays here.
@@ -161,13 +157,11 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	} else if len(removed) > 0 {
 		log.Info("released VIPs keepalived left behind", "interface", iface, "vips", fmt.Sprint(removed))
 	}
-	stopServing()
-	wg.Wait()
 	if runErr != nil {
 		return fmt.Errorf("keepalived: %w", runErr)
 	}
-	if cause := context.Cause(supCtx); errors.Is(cause, errInterfaceChanged) {
-		return cause
+	if err := group.Failed(); err != nil {
+		return err
 	}
 	log.Info("stopped", "reason", context.Cause(ctx))
 	return nil

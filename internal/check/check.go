@@ -124,8 +124,8 @@ type state struct {
 }
 
 // Run probes until ctx ends and reports every change of the state. It
-// returns once its probes have returned.
-func (c *Checker) Run(ctx context.Context) {
+// returns nil once its probes have returned.
+func (c *Checker) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -152,7 +152,7 @@ func (c *Checker) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-timer.C:
 			lastSent = time.Now()
 			wait, err := c.o.Prober.Probe()

@@ -42,6 +42,10 @@ func (s *service) set(m mode) {
 	s.mode = m
 }
 
+// String names the service in the checker's log lines (without it, fmt
+// would read the fields the probes change).
+func (s *service) String() string { return "the test service" }
+
 func (s *service) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -202,8 +206,11 @@ func TestStopIsNoticed(t *testing.T) {
 					if took <= lo || took > hi {
 						t.Errorf("failed %s after the stop, want in (%s, %s]", took, lo, hi)
 					}
-					if limit := int(Timeout/Retry) + 1; svc.maxOut > limit {
-						t.Errorf("%d probes out at once, want at most %d", svc.maxOut, limit)
+					svc.mu.Lock()
+					maxOut := svc.maxOut
+					svc.mu.Unlock()
+					if limit := int(Timeout/Retry) + 1; maxOut > limit {
+						t.Errorf("%d probes out at once, want at most %d", maxOut, limit)
 					}
 				})
 			})
@@ -229,8 +236,11 @@ func TestFewFailuresKeepPassing(t *testing.T) {
 				if got := rep.all(); len(got) != 1 {
 					t.Errorf("reports %v, want only the first pass", got)
 				}
-				if svc.next != 0 {
-					t.Errorf("%d of the failures never met a probe", svc.next)
+				svc.mu.Lock()
+				next := svc.next
+				svc.mu.Unlock()
+				if next != 0 {
+					t.Errorf("%d of the failures never met a probe", next)
 				}
 			})
 		})

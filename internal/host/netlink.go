@@ -24,6 +24,8 @@ type Netlink struct {
 	// ns is a copy of the namespace handle, for WatchAddrs; closed (-1)
 	// means the current namespace.
 	ns netns.NsHandle
+	// watchCounts are the address watches' (WatchStats).
+	watchCounts watchCounts
 }
 
 var _ Addrs = (*Netlink)(nil)

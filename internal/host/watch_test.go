@@ -10,24 +10,22 @@ import (
 // TestWatchAddrs subscribes in a namespace of its own (which proves the
 // subscription lives there, not in the test's namespace): a value at once,
 // one after a VIP lands on the watched interface and one after it goes,
-// none for an address on another interface, and the channel closes when
-// the context ends.
+// none for an address on another interface, and WatchAddrs returns when the
+// context ends.
 func TestWatchAddrs(t *testing.T) {
 	n := newNS(t)
 	n.veth(t, "ipf0", "ipf0p", true)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ch, err := n.nl.WatchAddrs(ctx, "ipf0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- n.nl.WatchAddrs(ctx, "ipf0", ch) }()
 	next := func(what string) {
 		t.Helper()
 		select {
-		case _, ok := <-ch:
-			if !ok {
-				t.Fatalf("%s: channel closed", what)
-			}
+		case <-ch:
+		case err := <-done:
+			t.Fatalf("%s: WatchAddrs returned %v", what, err)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no value", what)
 		}
@@ -54,10 +52,9 @@ func TestWatchAddrs(t *testing.T) {
 	next("VIP deleted")
 
 	// Every interface: the other one's address too.
-	all, err := n.nl.WatchAddrs(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := make(chan struct{}, 1)
+	allDone := make(chan error, 1)
+	go func() { allDone <- n.nl.WatchAddrs(ctx, "", all) }()
 	<-all
 	n.addr(t, "ipf0p", "192.0.2.10/32", nil)
 	select {
@@ -66,19 +63,18 @@ func TestWatchAddrs(t *testing.T) {
 		t.Fatal("an address on another interface: no value when watching every interface")
 	}
 
-	if _, err := n.nl.WatchAddrs(ctx, "nosuch0"); err == nil {
+	if err := n.nl.WatchAddrs(ctx, "nosuch0", make(chan struct{}, 1)); err == nil {
 		t.Error("WatchAddrs of a missing interface: no error")
 	}
 	cancel()
-	deadline := time.After(10 * time.Second)
-	for {
+	for _, d := range []chan error{done, allDone} {
 		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
+		case err := <-d:
+			if err != nil {
+				t.Errorf("WatchAddrs returned %v after the context ended, want nil", err)
 			}
-		case <-deadline:
-			t.Fatal("channel not closed after the context ended")
+		case <-time.After(10 * time.Second):
+			t.Fatal("WatchAddrs did not return after the context ended")
 		}
 	}
 }

@@ -105,12 +105,30 @@ func watcher(t *testing.T, client *fake.FakeMetadataClient, addr string) (*Watch
 	t.Helper()
 	var log syncbuf.Buffer
 	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: testHold})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := w.Start(ctx, addrs(addr)); err != nil {
-		t.Fatalf("Start: %v\n%s", err, log.String())
-	}
+	start(t, w, &log, addrs(addr))
 	return w, &log
+}
+
+// start prepares w, runs it until the test ends, and waits until it is in
+// sync.
+func start(t *testing.T, w *Watcher, log *syncbuf.Buffer, publish []netip.Addr) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := w.Prepare(ctx, publish); err != nil {
+		cancel()
+		t.Fatalf("Prepare: %v\n%s", err, log.String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	if err := w.Synced(ctx); err != nil {
+		t.Fatalf("Synced: %v\n%s", err, log.String())
+	}
 }
 
 // waitView waits until the view satisfies cond.
@@ -242,11 +260,7 @@ func TestComebackWithinTheHold(t *testing.T) {
 	client := newClient(pod("self", workload("x"), ""), pod("b", workload("x"), "192.0.2.12"))
 	var log syncbuf.Buffer
 	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: 5 * time.Second})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := w.Start(ctx, addrs("192.0.2.11")); err != nil {
-		t.Fatalf("Start: %v\n%s", err, log.String())
-	}
+	start(t, w, &log, addrs("192.0.2.11"))
 	var seen []string
 	record := func(v View) { seen = append(seen, fmt.Sprint(v.Peers())) }
 	record(w.View())

@@ -157,8 +157,10 @@ type Watcher struct {
 	selector  string
 	published string
 	view      View
-	store     cache.Store
-	health    Health
+	// inf is the watch Prepare set up; store is its store while it runs.
+	inf    cache.SharedIndexInformer
+	store  cache.Store
+	health Health
 }
 
 // New returns a Watcher; Start starts it.
@@ -182,12 +184,10 @@ func New(o Options) *Watcher {
 	}
 }
 
-// Start reads this pod's labels (the workload's selector), publishes addrs
-// on it, and starts watching the workload. It returns once the watch has
-// listed every pod and shows this pod's address, so that the others list
-// this pod before its keepalived starts; the watch runs until ctx ends.
-// While the API server cannot be reached it keeps trying, until ctx ends.
-func (w *Watcher) Start(ctx context.Context, addrs []netip.Addr) error {
+// Prepare reads this pod's labels (the workload's selector), publishes
+// addrs on it, and sets up the watch of the workload that Run runs. While
+// the API server cannot be reached it keeps trying, until ctx ends.
+func (w *Watcher) Prepare(ctx context.Context, addrs []netip.Addr) error {
 	// client-go's own log lines (the reflector's) go to this logger.
 	klog.SetSlogLogger(w.log.With("component", "client-go"))
 	sel, err := w.workloadSelector(ctx)
@@ -221,13 +221,46 @@ func (w *Watcher) Start(ctx context.Context, addrs []netip.Addr) error {
 	}
 	w.mu.Lock()
 	w.store = inf.GetStore()
+	w.inf = inf
 	w.mu.Unlock()
-	go inf.RunWithContext(ctx)
+	return nil
+}
+
+// Run watches the workload's pods until ctx ends (Prepare first). The
+// informer's goroutines, and the timer that ends a peer's hold, end with
+// it.
+func (w *Watcher) Run(ctx context.Context) error {
+	w.mu.Lock()
+	inf := w.inf
+	w.mu.Unlock()
+	if inf == nil {
+		return errors.New("membership: Run before Prepare")
+	}
+	inf.RunWithContext(ctx)
+	w.mu.Lock()
+	w.store = nil
+	if w.expire != nil {
+		w.expire.Stop()
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// Synced returns once Run's watch has listed every pod and shows this
+// pod's address, so that the others list this pod before its keepalived
+// starts.
+func (w *Watcher) Synced(ctx context.Context) error {
+	w.mu.Lock()
+	inf := w.inf
+	w.mu.Unlock()
+	if inf == nil {
+		return errors.New("membership: Synced before Prepare")
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
 	w.update()
-	w.log.Info("watching the workload's pods", "namespace", w.namespace, "selector", sel)
+	w.log.Info("watching the workload's pods", "namespace", w.namespace, "selector", w.Selector())
 	// The others' watches carry this pod's address about when this one
 	// does: wait for it, briefly.
 	deadline := time.Now().Add(10 * time.Second)

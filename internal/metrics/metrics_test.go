@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"github.com/ipfailover/ipfailover/config"
+	"github.com/ipfailover/ipfailover/internal/component"
+	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/internal/proc"
@@ -616,3 +619,49 @@ func TestListenAndServeDisabled(t *testing.T) {
 		t.Errorf("ListenAndServe with no address: %v, want nil at once", err)
 	}
 }
+
+// TestComponentsInReadyz: a component of the run that does not work makes
+// /readyz fail, naming it, and shows in ipfailover_component_up.
+func TestComponentsInReadyz(t *testing.T) {
+	f := startFake(t, "two-backup-errors.json")
+	o := testOptions(newProcess(f.pid), f.dump)
+	o.DumpMaxAge = -1
+	health := []component.Health{
+		{Name: "reaper", Role: component.Essential, Up: true},
+		{Name: "split-brain-guard", Role: component.Auxiliary, Up: true},
+	}
+	var mu sync.Mutex
+	o.Components = func() []component.Health {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(health)
+	}
+	o.AddrWatch = watchStats{Overflows: 3, Reopens: 1}
+	s := newServer(t, o)
+	s.SetReady(true)
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz with every component up: %d %q, want 200", code, body)
+	}
+	mu.Lock()
+	health[1].Up, health[1].Err, health[1].Failures = false, errors.New("the VRRP reader panicked: index out of range"), 1
+	mu.Unlock()
+	if code, body := get(t, s.handler, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "split-brain-guard: the VRRP reader panicked") {
+		t.Errorf("/readyz with the guard down: %d %q, want 503 naming it", code, body)
+	}
+	_, body := get(t, s.handler, "/metrics")
+	for _, want := range []string{
+		`ipfailover_component_up{component="reaper",role="essential"} 1`,
+		`ipfailover_component_up{component="split-brain-guard",role="auxiliary"} 0`,
+		`ipfailover_component_failures_total{component="split-brain-guard"} 1`,
+		`ipfailover_address_watch_overflows_total 3`,
+		`ipfailover_address_watch_reopens_total 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+type watchStats host.WatchStats
+
+func (w watchStats) WatchStats() host.WatchStats { return host.WatchStats(w) }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/plan"
@@ -63,6 +64,13 @@ type Options struct {
 	Membership Membership
 	// Bridge, when set, serves the multicast bridge's series.
 	Bridge Bridge
+	// Components, when set, is the health of the run's components
+	// (component.Group.Health): a series each, and /readyz fails while
+	// one is down.
+	Components func() []component.Health
+	// AddrWatch, when set, serves what the kernel address watches went
+	// through (host.Netlink).
+	AddrWatch AddrWatch
 
 	// Signal is keepalived's JSON dump signal; 0 asks KeepalivedBinary once, at the first
 	// scrape.
@@ -87,6 +95,7 @@ type Server struct {
 	handler    http.Handler
 	ready      atomic.Bool
 	check      *CheckMetrics
+	components func() []component.Health
 	log        *slog.Logger
 }
 
@@ -134,8 +143,14 @@ func New(o Options) (*Server, error) {
 	if o.Bridge != nil {
 		reg.MustRegister(newBridgeCollector(o.Bridge))
 	}
+	if o.Components != nil {
+		reg.MustRegister(newComponentCollector(o.Components))
+	}
+	if o.AddrWatch != nil {
+		reg.MustRegister(newAddrWatchCollector(o.AddrWatch))
+	}
 
-	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, log: o.Logger}
+	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
 	// garbage a fresh gzip writer per scrape costs on a node.
@@ -210,8 +225,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-// readyz is ready when keepalived runs its instances: the configuration is written,
-// keepalived is alive, and its own JSON dump (shared with /metrics) lists every planned
+// readyz is ready when keepalived runs its instances and every component of the run works
+// (Options.Components): the configuration is written, keepalived is alive, and its own JSON dump (shared with /metrics) lists every planned
 // instance as MASTER, as a BACKUP that has heard a master, or in FAULT while its check
 // fails (the built-in check: once it has failed 9 times in a row). A rollout gated on it stops the next node only once this one takes part in every
 // election: the leaving master's priority-0 advert then finds a backup that is listening,
@@ -229,7 +244,28 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	if err := s.componentsUp(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	io.WriteString(w, "ok\n")
+}
+
+// componentsUp fails while a component of the run does not work.
+func (s *Server) componentsUp() error {
+	if s.components == nil {
+		return nil
+	}
+	var down []string
+	for _, h := range s.components() {
+		if !h.Up {
+			down = append(down, fmt.Sprintf("%s: %v", h.Name, h.Err))
+		}
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("a part of ipfailover does not work: %s", strings.Join(down, "; "))
+	}
+	return nil
 }
 
 // instancesRunning checks keepalived's JSON dump for every planned instance: out of INIT,

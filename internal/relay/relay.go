@@ -189,7 +189,7 @@ func (r *Relay) poke() {
 // one priority-0 advert, so that the multicast nodes take the VIPs over at
 // once, as from any leaving master, rather than after their master-down
 // interval.
-func (r *Relay) Run(ctx context.Context) {
+func (r *Relay) Run(ctx context.Context) error {
 	r.mu.Lock()
 	interval := r.interval
 	r.mu.Unlock()
@@ -204,7 +204,7 @@ func (r *Relay) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 		case <-r.kick:
 		}

@@ -44,8 +44,18 @@ func (h *fakeHost) Interface(name string) (net.Interface, error) {
 	return ifi, err
 }
 
-func (h *fakeHost) WatchAddrs(context.Context, string) (<-chan struct{}, error) {
-	return h.changes, nil
+func (h *fakeHost) WatchAddrs(ctx context.Context, _ string, changed chan<- struct{}) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.changes:
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 func (h *fakeHost) Add(iface string, p netip.Prefix) error {
@@ -175,7 +185,9 @@ func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		defer close(gt.done)
-		g.Run(ctx)
+		if err := g.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}()
 	t.Cleanup(func() {
 		cancel()

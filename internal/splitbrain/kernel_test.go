@@ -113,7 +113,9 @@ func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *syncbuf.Buffer) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		g.Run(ctx)
+		if err := g.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -48,6 +48,7 @@ import (
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 
+	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/plan"
@@ -65,8 +66,9 @@ type Host interface {
 	// along).
 	Add(iface string, p netip.Prefix) error
 	Delete(iface string, p netip.Prefix) error
-	// WatchAddrs reports changes of the addresses on iface.
-	WatchAddrs(ctx context.Context, iface string) (<-chan struct{}, error)
+	// WatchAddrs sends a value on changed (without blocking) when the
+	// addresses on iface may have changed, until ctx ends.
+	WatchAddrs(ctx context.Context, iface string, changed chan<- struct{}) error
 }
 
 // Keepalived is the supervised keepalived.
@@ -137,6 +139,7 @@ type Guard struct {
 	keepalived Keepalived
 	notify     io.ReadCloser
 	socks      sockets
+	closeOnce  sync.Once
 	probes     map[netip.Addr]probeFrame
 	// announcements are the IPv4 VIPs' gratuitous ARPs, built once (an
 	// IPv6 one depends on whether the node forwards at that moment).
@@ -377,37 +380,53 @@ func (g *Guard) Snapshot() Snapshot {
 	return s
 }
 
-// Run watches until ctx ends, then closes its sockets and the FIFO.
-func (g *Guard) Run(ctx context.Context) {
-	changes, err := g.host.WatchAddrs(ctx, g.iface)
-	if err != nil {
-		g.log.Warn("address changes are not reported; listing the addresses every few seconds instead", "interface", g.iface, "error", err)
-	}
+// Run watches until ctx ends, then closes its sockets and the FIFO. It
+// returns an error when one of its readers fails (a panic on a packet),
+// nil when ctx ends.
+func (g *Guard) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		g.Close()
+		wg.Wait()
+	}()
+	failed := make(chan error, 1)
+	// goSafe runs a reader of the guard; a reader that panics ends Run
+	// with its error.
+	goSafe := func(what string, fn func()) {
+		wg.Go(func() {
+			if err := component.Safe(what, func() error { fn(); return nil }); err != nil {
+				select {
+				case failed <- err:
+				default:
+				}
+			}
+		})
+	}
+	changes := make(chan struct{}, 1)
+	goSafe("the address watch", func() {
+		if err := g.host.WatchAddrs(ctx, g.iface, changes); err != nil {
+			g.log.Warn("address changes are not reported; listing the addresses every few seconds instead", "interface", g.iface, "error", err)
+		}
+	})
 	if g.socks.arp != nil {
 		d := newARPDecoder()
-		wg.Go(func() { g.readClaims(ctx, g.socks.arp, func(b []byte, _ net.Addr) []claim { return d.claims(b) }) })
+		goSafe("the ARP reader", func() { g.readClaims(ctx, g.socks.arp, func(b []byte, _ net.Addr) []claim { return d.claims(b) }) })
 	}
 	if g.socks.naIn != nil {
 		d := newNDPDecoder()
-		wg.Go(func() { g.readClaims(ctx, g.socks.naIn, d.claimsFrom) })
+		goSafe("the neighbour advertisement reader", func() { g.readClaims(ctx, g.socks.naIn, d.claimsFrom) })
 	}
 	if g.socks.vrrp4 != nil {
-		wg.Go(func() { g.readAdverts(ctx, g.socks.vrrp4, false) })
+		goSafe("the VRRP reader", func() { g.readAdverts(ctx, g.socks.vrrp4, false) })
 	}
 	if g.socks.vrrp6 != nil {
-		wg.Go(func() { g.readAdverts(ctx, g.socks.vrrp6, true) })
+		goSafe("the VRRPv6 reader", func() { g.readAdverts(ctx, g.socks.vrrp6, true) })
 	}
 	if g.notify != nil {
-		wg.Go(func() { g.readNotifications(ctx) })
+		goSafe("the notify FIFO reader", func() { g.readNotifications(ctx) })
 	}
-	defer func() {
-		g.socks.close()
-		if g.notify != nil {
-			g.notify.Close()
-		}
-		wg.Wait()
-	}()
 
 	relist := time.NewTicker(g.timing.relist)
 	defer relist.Stop()
@@ -422,12 +441,10 @@ func (g *Guard) Run(ctx context.Context) {
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
-			return
-		case _, ok := <-changes:
-			if !ok {
-				changes = nil
-				continue
-			}
+			return nil
+		case err := <-failed:
+			return err
+		case <-changes:
 			g.relist(time.Now())
 		case <-relist.C:
 			g.relist(time.Now())
@@ -439,6 +456,18 @@ func (g *Guard) Run(ctx context.Context) {
 			g.step(time.Now())
 		}
 	}
+}
+
+// Close closes the guard's sockets and keepalived's notify FIFO; Run does
+// it as it returns, a run that never started Run calls it. It may be
+// called more than once.
+func (g *Guard) Close() {
+	g.closeOnce.Do(func() {
+		g.socks.close()
+		if g.notify != nil {
+			g.notify.Close()
+		}
+	})
 }
 
 // claim applies another host's claim on a VIP this node holds. A claim

@@ -56,8 +56,9 @@ func NewReaper(logger *slog.Logger) *Reaper {
 	}
 }
 
-// Run reaps zombies now and on every SIGCHLD until ctx is done.
-func (r *Reaper) Run(ctx context.Context) {
+// Run reaps zombies now and on every SIGCHLD until ctx is done, then
+// returns nil.
+func (r *Reaper) Run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGCHLD)
 	defer signal.Stop(sigs)
@@ -67,7 +68,7 @@ func (r *Reaper) Run(ctx context.Context) {
 		r.pass()
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-sigs:
 		case <-r.kick:
 		}

@@ -241,7 +241,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			reaper.Run(rctx)
+			_ = reaper.Run(rctx)
 		}()
 		defer func() {
 			cancel()
@@ -297,8 +297,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.restarts++
 			s.mu.Unlock()
 		case <-ctx.Done():
-			s.stop(exited)
-			return nil
+			return s.stop(exited)
 		}
 	}
 }
@@ -376,8 +375,10 @@ func (s *Supervisor) killWait() time.Duration {
 }
 
 // stop sends SIGTERM, waits up to StopTimeout for keepalived to exit (it
-// sends its priority-0 adverts and removes its VIPs meanwhile), then SIGKILL.
-func (s *Supervisor) stop(exited <-chan unix.WaitStatus) {
+// sends its priority-0 adverts and removes its VIPs meanwhile), then
+// SIGKILL. A keepalived that outlives SIGKILL is abandoned: no longer
+// reported as running, and an error.
+func (s *Supervisor) stop(exited <-chan unix.WaitStatus) error {
 	s.mu.Lock()
 	kp := s.proc
 	s.mu.Unlock()
@@ -401,14 +402,25 @@ func (s *Supervisor) stop(exited <-chan unix.WaitStatus) {
 		select {
 		case ws = <-exited:
 		case <-timer.C:
-			s.logger.Error("keepalived survived SIGKILL; giving up", "pid", kp.Pid)
-			return
+			s.abandon()
+			return fmt.Errorf("keepalived (pid %d) survived SIGKILL for %s: abandoned", kp.Pid, s.killWait())
 		}
 	}
 	status := s.exited(ws, false)
 	s.drainGroup(status.PID)
 	s.logger.Info("keepalived stopped", "pid", status.PID, "status", status.String(),
 		"took", time.Since(begin).Round(time.Millisecond).String())
+	return nil
+}
+
+// abandon forgets the current process without its exit: PID and Running
+// no longer report it. The reaper still reaps it should it ever exit.
+func (s *Supervisor) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proc.Release()
+	s.proc = nil
+	s.started = make(chan struct{})
 }
 
 // drainGroup ends what is left of a dead keepalived's process group (its

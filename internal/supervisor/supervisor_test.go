@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -456,6 +457,32 @@ func TestStopTimeoutKills(t *testing.T) {
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 		t.Errorf("pid %d still exists after Run returned", pid)
+	}
+}
+
+// TestAbandonedIsNotReported: a keepalived whose end never shows after
+// SIGKILL (here nobody reaps it, so its exit never reaches the supervisor;
+// on a node, a process stuck in the kernel) is given up on, no longer
+// reported as running, and Run says so.
+func TestAbandonedIsNotReported(t *testing.T) {
+	f := newFake(t)
+	f.set("ignore-term", "")
+	r, logs := startFake(t, f, func(o *Options) {
+		o.StopTimeout = 100 * time.Millisecond
+		o.Reaper = NewReaper(nil) // never run: nothing is reaped
+	})
+	wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
+	pid := r.s.PID()
+	t.Cleanup(func() {
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, 0, nil)
+	})
+	err := r.stop(t)
+	if err == nil || !strings.Contains(err.Error(), "abandoned") {
+		t.Fatalf("Run = %v, want an error saying keepalived was abandoned\n%s", err, logs)
+	}
+	if r.s.Running() || r.s.PID() != 0 {
+		t.Errorf("after abandoning pid %d: Running() = %v, PID() = %d; want false, 0", pid, r.s.Running(), r.s.PID())
 	}
 }
 
