@@ -33,6 +33,8 @@ const (
 	// strayBound is how soon a stray VIP must be gone from a BACKUP: the
 	// guard waits two advert intervals, the rest is margin.
 	strayBound = 5 * time.Second
+	// overflowsMetric counts the overflows of ipfailover's address watch.
+	overflowsMetric = "ipfailover_address_watch_overflows_total"
 )
 
 func TestAddressStorm(t *testing.T) {
@@ -60,7 +62,8 @@ func TestAddressStorm(t *testing.T) {
 // removes lab.StormAddrs addresses on n's eth0, resumes it after stormStop,
 // and requires: the same ipfailover alive throughout, one holder of vip
 // stormWatch after the resume and never two for stormQuiet more, /healthz
-// 200, and on a backup a stray copy of vip removed within strayBound.
+// 200, the storm seen by ipfailover as an overflow of its address watch,
+// and on a backup a stray copy of vip removed within strayBound.
 func (s *scenario) storm(t *testing.T, hc *http.Client, f *lab.Fleet, vip netip.Addr, n *lab.Node, backup bool) {
 	t.Helper()
 	p := f.Proc(n)
@@ -87,6 +90,7 @@ func (s *scenario) storm(t *testing.T, hc *http.Client, f *lab.Fleet, vip netip.
 		t.Fatalf("ipfailover (pid %d) on %s (%s) exited %d %s; its last lines:\n%s", p.Pid, n.Name, role, code, when, lastLines(out.String(), 30))
 	}
 
+	overflows := s.waitScrape(t, hc, n, nil).value(overflowsMetric, nil)
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP to ipfailover on %s: %v", n.Name, err)
 	}
@@ -142,6 +146,14 @@ func (s *scenario) storm(t *testing.T, hc *http.Client, f *lab.Fleet, vip netip.
 			err = fmt.Errorf("%d %q", code, strings.TrimSpace(body))
 		}
 		return err
+	})
+
+	// A storm the watch absorbed would test nothing.
+	s.waitScrape(t, hc, n, func(m *scrape) error {
+		if got := m.value(overflowsMetric, nil); got <= overflows {
+			return fmt.Errorf("%s: %s %v, %v before the storm: the storm did not overflow the address watch", n.Name, overflowsMetric, got, overflows)
+		}
+		return nil
 	})
 
 	if backup {
