@@ -483,6 +483,32 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		}
 		over()
 		return up()
+	case AddressStorm:
+		// The pod runs on the host network: its ipfailover's address
+		// subscription is the node namespace's.
+		m := nodes[0]
+		ipf, err := nodeRunning(m.Lab(), "ipfailover")
+		if err != nil {
+			return err
+		}
+		if len(ipf) != 1 {
+			return fmt.Errorf("%s runs %d ipfailover processes, want 1", m.Name, len(ipf))
+		}
+		pid := ipf[0].Pid
+		mark()
+		if err := addressStorm(ctx, m.Lab(), pid, f.Length); err != nil {
+			return err
+		}
+		over()
+		rec.Recovered = rec.Ended
+		// The same process: a restarted container has another pid.
+		return outlives(ctx, func() error {
+			now, err := nodeRunning(m.Lab(), "ipfailover")
+			if err == nil && (len(now) != 1 || now[0].Pid != pid || now[0].State == "Z") {
+				err = fmt.Errorf("ipfailover (pid %d) on %s did not outlive the storm: now %+v", pid, m.Name, now)
+			}
+			return err
+		})
 	case LinkCut:
 		m := nodes[0]
 		mark()

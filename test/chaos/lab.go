@@ -455,6 +455,29 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 		rec.Ended = time.Now()
 		rec.Recovered = rec.Ended
 		down(n)
+	case AddressStorm:
+		n := nodes[0]
+		p := t.ipf(n)
+		if p.Exited() {
+			return fmt.Errorf("%s runs no ipfailover", n.Name)
+		}
+		mark()
+		if err := addressStorm(ctx, n, p.Pid, f.Length); err != nil {
+			return err
+		}
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+		// An exit is also a surprise (the settled checks), and watch
+		// starts ipfailover again: this names the storm as its cause.
+		if err := outlives(ctx, func() error {
+			if !p.Exited() {
+				return nil
+			}
+			code, _ := p.Wait(context.Background())
+			return fmt.Errorf("ipfailover (pid %d) on %s exited %d after the storm%s", p.Pid, n.Name, code, panicLine(t.out[n].String()))
+		}); err != nil {
+			return err
+		}
 	case LinkCut:
 		n := nodes[0]
 		mark()
@@ -529,6 +552,18 @@ func terminate(ctx context.Context, n *lab.Node, p *lab.Process, rec *Record) er
 		rec.Notes = append(rec.Notes, fmt.Sprintf("ipfailover on %s exited %d after SIGTERM, want 0", n.Name, code))
 	}
 	return nil
+}
+
+// panicLine returns ": " and the last line of out that starts a Go panic,
+// or nothing.
+func panicLine(out string) string {
+	lines := strings.Split(out, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "panic: ") {
+			return ": " + strings.TrimSpace(lines[i])
+		}
+	}
+	return ""
 }
 
 // seed is the seed of a segment fault's delays.

@@ -55,6 +55,13 @@ const (
 	// waited for until /readyz answers, as a RollingUpdate does (on the
 	// cluster: kubectl rollout restart).
 	Rollout Kind = "rollout"
+	// AddressStorm stops (SIGSTOP) a node's ipfailover, keepalived
+	// running on, adds and removes thousands of addresses on the node's
+	// interface, and resumes it (SIGCONT) after the fault's length: the
+	// kernel ends the address subscription of a listener that cannot
+	// read. The same ipfailover must run on afterwards; keepalived holds
+	// its VIPs throughout, so the fault is held to the tightest bound.
+	AddressStorm Kind = "address-storm"
 
 	// The cluster's own faults.
 
@@ -122,6 +129,7 @@ var kinds = map[Kind]kindInfo{
 	PartitionOneWay: {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, limit: DeadNode},
 	Segment:         {length: [2]time.Duration{5 * time.Second, 15 * time.Second}, limit: DeadNode},
 	Rollout:         {all: true, down: true, limit: Graceful},
+	AddressStorm:    {nodes: 1, length: [2]time.Duration{2 * time.Second, 4 * time.Second}, limit: Graceful},
 	PodDelete:       {nodes: 1, down: true, limit: Graceful},
 	ConfigRollout:   {all: true, down: true, limit: Graceful},
 	Drain:           {nodes: 1, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, down: true, limit: Graceful},
@@ -139,7 +147,7 @@ func Down(k Kind) bool { return kinds[k].down }
 // in the draw.
 var LabKinds = []Weighted{
 	{ServiceStop, 3}, {KeepalivedKill, 2}, {EntrypointTerm, 3}, {NodeDeath, 2}, {NodeFreeze, 2},
-	{LinkCut, 2}, {Partition, 2}, {PartitionOneWay, 2}, {Segment, 2}, {Rollout, 1},
+	{LinkCut, 2}, {Partition, 2}, {PartitionOneWay, 2}, {Segment, 2}, {Rollout, 1}, {AddressStorm, 2},
 }
 
 // KubeKinds are the kinds the real cluster injects. Its node death is the
@@ -148,7 +156,7 @@ var LabKinds = []Weighted{
 var KubeKinds = []Weighted{
 	{ServiceStop, 2}, {KeepalivedKill, 1}, {EntrypointTerm, 1}, {PodDelete, 2}, {Drain, 2}, {NodeDeath, 2},
 	{NodeFreeze, 1}, {LinkCut, 2}, {Partition, 1}, {PartitionOneWay, 1}, {Segment, 1}, {Rollout, 1},
-	{ConfigRollout, 1}, {APIServerStop, 2},
+	{ConfigRollout, 1}, {APIServerStop, 2}, {AddressStorm, 2},
 }
 
 // Weighted is a kind and its weight in the draw.

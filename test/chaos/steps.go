@@ -2,6 +2,9 @@ package chaos
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/lab"
@@ -58,4 +61,43 @@ func impairSegment(ctx context.Context, c *lab.Cluster, f Fault) error {
 		imp, err = c.Impair(ctx, lab.Impairment{Loss: f.Loss, Delay: f.Delay, Jitter: f.Jitter, Seed: f.seed()})
 		return err
 	}, func(ctx context.Context) error { return imp.Restore(ctx) })
+}
+
+// addressStorm stops n's ipfailover, the process pid (SIGSTOP; keepalived
+// runs on), adds and removes lab.StormAddrs addresses on n's interface, and
+// resumes it (SIGCONT) length after the stop, or at once when the storm
+// failed or ctx ended.
+func addressStorm(ctx context.Context, n *lab.Node, pid int, length time.Duration) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP to ipfailover (pid %d) on %s: %w", pid, n.Name, err)
+	}
+	stopped := time.Now()
+	err := n.AddressStorm(ctx, lab.StormAddrs)
+	if err == nil {
+		err = sleep(ctx, length-time.Since(stopped))
+	}
+	if cerr := syscall.Kill(pid, syscall.SIGCONT); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("SIGCONT to ipfailover (pid %d) on %s: %w", pid, n.Name, cerr))
+	}
+	return err
+}
+
+// stormAfterlife is how long the stormed ipfailover must be seen running
+// after its resume: the time it takes to find its subscription gone and
+// make it again, and more.
+const stormAfterlife = 3 * time.Second
+
+// outlives polls, for stormAfterlife, that alive holds: the stormed
+// ipfailover runs on, the same process.
+func outlives(ctx context.Context, alive func() error) error {
+	until := time.Now().Add(stormAfterlife)
+	for time.Now().Before(until) {
+		if err := alive(); err != nil {
+			return err
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return alive()
 }

@@ -3,6 +3,8 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"os/exec"
 	"strings"
 	"syscall"
 )
@@ -138,4 +140,71 @@ func parseTables(list string) []string {
 		}
 	}
 	return tables
+}
+
+// stormBase is the first address AddressStorm adds: the benchmarking range
+// (198.18.0.0/15), which no lab address, VIP or route uses.
+var stormBase = netip.MustParseAddr("198.18.0.0")
+
+// StormMax is the most addresses AddressStorm adds at once: the size of
+// the benchmarking range.
+const StormMax = 1 << 17
+
+// StormAddrs is the size of the storms the tests and the nemesis make:
+// a busy node's burst, whose notifications overflow a listener's default
+// socket buffer many times over.
+const StormAddrs = 6000
+
+// AddressStorm adds count /32 addresses to the node's eth0 and removes them
+// again, each set in one `ip -batch` run: 2×count address notifications
+// for every listener in the node's network namespace, more than a stopped
+// listener's socket can queue. The removal runs even when ctx ended
+// meanwhile, and after a failed adding removes what is there, so nothing
+// is left behind.
+func (n *Node) AddressStorm(ctx context.Context, count int) error {
+	if count < 1 || count > StormMax {
+		return fmt.Errorf("lab: an address storm of %d: must be 1..%d", count, StormMax)
+	}
+	batch := func(verb string) string {
+		var b strings.Builder
+		a := stormBase
+		for range count {
+			fmt.Fprintf(&b, "address %s %s/32 dev %s\n", verb, a, Link)
+			a = a.Next()
+		}
+		return b.String()
+	}
+	if err := n.batch(ctx, batch("add"), false); err != nil {
+		// Some were added, maybe: remove what is there.
+		_ = n.batch(context.WithoutCancel(ctx), batch("del"), true)
+		return fmt.Errorf("%s: address storm: %w", n.Name, err)
+	}
+	if err := n.batch(context.WithoutCancel(ctx), batch("del"), false); err != nil {
+		return fmt.Errorf("%s: address storm: %w", n.Name, err)
+	}
+	n.cluster.log.Info("address storm", "node", n.Name, "added_and_removed", count)
+	return nil
+}
+
+// batch runs `ip -batch -` in the node's namespace with script as its
+// input; with force, it goes on past a failed command.
+func (n *Node) batch(ctx context.Context, script string, force bool) error {
+	argv := []string{"ip", "-n", n.Netns}
+	if force {
+		argv = append(argv, "-force")
+	}
+	argv = append(argv, "-batch", "-")
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, firstLines(string(out), 3))
+	}
+	return nil
+}
+
+// firstLines returns the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
 }

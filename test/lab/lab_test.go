@@ -669,3 +669,42 @@ func TestParseNeighbours(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressStorm: a storm leaves the node's addresses as they were, and
+// one whose adding fails (an address of its range already there) removes
+// what it added.
+func TestAddressStorm(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := c.Nodes[0]
+	before, err := n.Addrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddressStorm(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	after, err := n.Addrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(before, after) {
+		t.Errorf("addresses after the storm %v, want %v", after, before)
+	}
+
+	if _, err := n.Exec(ctx, "ip", "addr", "add", "198.18.3.0/32", "dev", Link); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddressStorm(ctx, 2000); err == nil {
+		t.Error("a storm over an address of its range succeeded")
+	}
+	if after, err := n.Addrs(); err != nil || !slices.Equal(before, after) {
+		t.Errorf("addresses after the failed storm %v (%v), want %v", after, err, before)
+	}
+	for _, count := range []int{0, StormMax + 1} {
+		if err := n.AddressStorm(ctx, count); err == nil {
+			t.Errorf("a storm of %d succeeded", count)
+		}
+	}
+}
