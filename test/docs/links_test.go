@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -19,6 +18,8 @@ import (
 	"unicode"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ipfailover/ipfailover/test/repo"
 )
 
 // TestLinks: every relative link and anchor of every tracked Markdown file
@@ -141,25 +142,10 @@ func TestSlug(t *testing.T) {
 	}
 }
 
-// tracked returns the repository's top directory and its tracked
-// Markdown files.
+// tracked returns the repository's top directory and its tracked files.
 func tracked(t *testing.T) (string, []string) {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("git", "ls-files", "-z")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
-	files := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-	if len(files) < 10 {
-		t.Fatalf("git ls-files listed %d files", len(files))
-	}
-	return root, files
+	return repo.Tracked(t, "../..")
 }
 
 var (

@@ -6,10 +6,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ipfailover/ipfailover/test/repo"
 )
 
 // maxSize bounds a tracked file. Three times the largest file written by
@@ -25,20 +26,7 @@ var largeFiles = map[string]string{}
 // TestTrackedFiles: no tracked file is binary (holds a NUL byte) or larger
 // than maxSize.
 func TestTrackedFiles(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("git", "ls-files", "-z")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
-	files := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-	if len(files) < 10 {
-		t.Fatalf("git ls-files listed %d files", len(files))
-	}
+	root, files := repo.Tracked(t, "../..")
 	for _, f := range files {
 		data, err := content(filepath.Join(root, f))
 		if os.IsNotExist(err) {
