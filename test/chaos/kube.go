@@ -278,6 +278,19 @@ func nodeRunning(n *lab.Node, comm string) ([]lab.Proc, error) {
 	return out, nil
 }
 
+// entrypoint is the pid (in the host's namespace) of the one ipfailover
+// process on m: its pod's PID 1.
+func entrypoint(m *kube.Machine) (int, error) {
+	ipf, err := nodeRunning(m.Lab(), "ipfailover")
+	if err != nil {
+		return 0, err
+	}
+	if len(ipf) != 1 {
+		return 0, fmt.Errorf("%s runs %d ipfailover processes, want 1", m.Name, len(ipf))
+	}
+	return ipf[0].Pid, nil
+}
+
 // serviceProgram is the name of each node's checked service among the
 // machine's programs.
 const serviceProgram kube.Daemon = "checked-service"
@@ -406,15 +419,12 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 	case EntrypointTerm:
 		// The container's PID 1 stops; the kubelet starts it again.
 		m := nodes[0]
-		ipf, err := nodeRunning(m.Lab(), "ipfailover")
+		pid, err := entrypoint(m)
 		if err != nil {
 			return err
 		}
-		if len(ipf) != 1 {
-			return fmt.Errorf("%s runs %d ipfailover processes, want 1", m.Name, len(ipf))
-		}
 		mark()
-		if err := syscall.Kill(ipf[0].Pid, syscall.SIGTERM); err != nil {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			return err
 		}
 		over()
@@ -422,8 +432,8 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		// answers /readyz.
 		if err := pollFor(ctx, m.Name+"'s new ipfailover", func(context.Context) error {
 			now, err := nodeRunning(m.Lab(), "ipfailover")
-			if err == nil && (len(now) != 1 || now[0].Pid == ipf[0].Pid) {
-				err = fmt.Errorf("%d ipfailover processes, the old one's pid %d", len(now), ipf[0].Pid)
+			if err == nil && (len(now) != 1 || now[0].Pid == pid) {
+				err = fmt.Errorf("%d ipfailover processes, the old one's pid %d", len(now), pid)
 			}
 			return err
 		}); err != nil {
@@ -487,14 +497,10 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		// The pod runs on the host network: its ipfailover's address
 		// subscription is the node namespace's.
 		m := nodes[0]
-		ipf, err := nodeRunning(m.Lab(), "ipfailover")
+		pid, err := entrypoint(m)
 		if err != nil {
 			return err
 		}
-		if len(ipf) != 1 {
-			return fmt.Errorf("%s runs %d ipfailover processes, want 1", m.Name, len(ipf))
-		}
-		pid := ipf[0].Pid
 		mark()
 		if err := addressStorm(ctx, m.Lab(), pid, f.Length); err != nil {
 			return err
