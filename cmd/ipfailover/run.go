@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 
 	"github.com/ipfailover/ipfailover/config"
@@ -62,6 +63,15 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	}
 	p.Log(log, os.Stderr)
 	cfg, iface := p.Config, p.Node.Interface
+	// The metrics port is taken before the host changes: a port in use
+	// ends the run here, not after keepalived started.
+	var metricsLn net.Listener
+	if cfg.MetricsAddress != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
+			return fmt.Errorf("metrics: listening on %s (OPENSHIFT_HA_METRICS_ADDRESS): %w", cfg.MetricsAddress, err)
+		}
+		defer metricsLn.Close()
+	}
 
 	// The host changes from here on.
 	if res, err := host.LoadModule(ctx, "ip_vs"); err != nil {
@@ -112,7 +122,6 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	}
 	defer guard.Close()
 	mo := metrics.Options{
-		Address:          cfg.MetricsAddress,
 		Plan:             p,
 		Keepalived:       sup,
 		KeepalivedBinary: binary,
@@ -134,8 +143,8 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if cfg.MetricsAddress != "" {
-		group.Go("metrics", component.Essential, srv.ListenAndServe)
+	if metricsLn != nil {
+		group.Go("metrics", component.Essential, func(ctx context.Context) error { return srv.Serve(ctx, metricsLn) })
 	}
 	if bridge != nil {
 		group.Go("multicast-bridge", component.Auxiliary, bridge.Run)
@@ -145,8 +154,13 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	group.Go("reloader", component.Essential, func(ctx context.Context) error { return rl.run(ctx, hup) })
 
 	// Ready once keepalived runs its instances (the metrics server looks).
+	// A component that failed already ends the run before keepalived
+	// starts.
 	srv.SetReady(true)
-	runErr := sup.Run(supCtx)
+	var runErr error
+	if supCtx.Err() == nil {
+		runErr = sup.Run(supCtx)
+	}
 	srv.SetReady(false)
 	group.Stop()
 

@@ -613,15 +613,6 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 	}
 }
 
-func TestListenAndServeDisabled(t *testing.T) {
-	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(0)})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := s.ListenAndServe(ctx); err != nil {
-		t.Errorf("ListenAndServe with no address: %v, want nil at once", err)
-	}
-}
-
 // TestComponentsInReadyz: a component of the run that does not work makes
 // /readyz fail, naming it, and shows in ipfailover_component_up.
 func TestComponentsInReadyz(t *testing.T) {

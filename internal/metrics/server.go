@@ -37,9 +37,6 @@ var errNotRunning = errors.New("keepalived is not running")
 // Options configures a Server. Plan, Keepalived and KeepalivedBinary are required; the rest
 // has defaults.
 type Options struct {
-	// Address to listen on, like ":9650". Empty turns the server off.
-	Address string
-
 	// Plan is the effective configuration: ipfailover_config_info, and the instances and VIPs
 	// of ipfailover_vip_held.
 	Plan *plan.Plan
@@ -88,7 +85,6 @@ type Options struct {
 
 // Server serves /metrics, /healthz, /readyz and a small index.
 type Server struct {
-	addr       string
 	keepalived Keepalived
 	proc       proc.FS
 	registry   *prometheus.Registry
@@ -154,7 +150,7 @@ func New(o Options) (*Server, error) {
 		reg.MustRegister(safe(newAddrWatchCollector(o.AddrWatch)))
 	}
 
-	s := &Server{addr: o.Address, keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger}
+	s := &Server{keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
 	// garbage a fresh gzip writer per scrape costs on a node.
@@ -173,19 +169,6 @@ func New(o Options) (*Server, error) {
 // SetReady marks whether the configuration is written and keepalived started; /readyz
 // reports ready only while this is true, keepalived runs, and it runs every instance.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
-
-// ListenAndServe serves on the configured address until ctx ends, then shuts down. It returns
-// nil at once when the address is empty.
-func (s *Server) ListenAndServe(ctx context.Context) error {
-	if s.addr == "" {
-		return nil
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("metrics: listening on %s: %w", s.addr, err)
-	}
-	return s.Serve(ctx, ln)
-}
 
 // Serve serves on ln until ctx ends, then shuts down, giving requests in flight 5 seconds.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {

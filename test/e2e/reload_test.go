@@ -143,3 +143,42 @@ func TestInterfaceMoveEndsRun(t *testing.T) {
 	})
 	s.stop(p2)
 }
+
+// TestMetricsPortTaken: the metrics port in use ends the run with exit 1
+// before keepalived starts, and the host keeps nothing of it.
+func TestMetricsPortTaken(t *testing.T) {
+	s := newScenario(t)
+	n := s.c.Nodes[0]
+	squatter, err := n.Start(s.ctx, []string{"python3", "-m", "http.server", "--bind", "0.0.0.0", "9650"}, nil, s.output("port squatter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = squatter.Kill() }()
+	s.waitFor("the squatter listening on :9650", func() (bool, error) {
+		c, err := n.Dial(s.ctx, "tcp", "127.0.0.1:9650")
+		if err != nil {
+			return false, nil
+		}
+		c.Close()
+		return true, nil
+	})
+	p, out := s.start(n, env(vips4Env))
+	code, err := p.Wait(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 {
+		t.Errorf("ipfailover exited %d with its metrics port taken, want 1", code)
+	}
+	for _, want := range []string{"metrics: listening on :9650 (OPENSHIFT_HA_METRICS_ADDRESS)", "address already in use"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out.String(), "keepalived started") {
+		t.Errorf("keepalived was started although the run had failed:\n%s", out)
+	}
+	if h := held(t, n, vips4); len(h) > 0 {
+		t.Errorf("VIPs %v on the node after the run failed", h)
+	}
+}
