@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/internal/relay"
 	"github.com/ipfailover/ipfailover/internal/splitbrain"
@@ -111,15 +112,15 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) error {
 // running configuration kept. A VRRP interface that moved is
 // errInterfaceChanged.
 func (r *reloader) reload(ctx context.Context, why string, force bool) error {
-	var members []netip.Addr
+	var fleet plan.Fleet
 	if r.pods != nil {
 		var ok bool
-		if members, ok = r.pods.members(); !ok {
-			r.log.Warn("the watch does not show this pod: keeping the running peers", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
-			members = peersOf(r.current)
+		if fleet, ok = r.pods.fleet(); !ok {
+			r.log.Warn("the watch does not show this pod: keeping the running peers and adverts", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
+			fleet = plan.Fleet{Members: peersOf(r.current), Fast: r.current.Node.FastAdverts}
 		}
 	}
-	p, err := planWith(r.nl, members)
+	p, err := planWith(r.nl, fleet)
 	if err != nil {
 		r.log.Error("reload refused, keeping the running configuration", "reason", why, "error", err)
 		return nil
@@ -191,6 +192,9 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 		r.log.Error("reload failed", "reason", why, "error", err)
 		return false
 	}
+	if p.AdvertInterval() != r.current.AdvertInterval() {
+		logAdverts(r.log, p, r.pods)
+	}
 	r.current = p
 	attrs := []any{"reason", why, "instances", len(p.Instances)}
 	if r.pods != nil {
@@ -199,4 +203,20 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 	}
 	r.log.Info("reloaded keepalived", attrs...)
 	return true
+}
+
+// logAdverts says which adverts keepalived speaks with p, and why.
+func logAdverts(log *slog.Logger, p *plan.Plan, pods *podPeers) {
+	attrs := []any{"advert_interval", keepalived.AdvertInt(p.AdvertInterval()), "vrrp_version", p.VRRPVersion()}
+	switch {
+	case !p.Config.FleetAdverts:
+		attrs = append(attrs, "why", "OPENSHIFT_HA_ADVERT_INTERVAL")
+	case p.Node.FastAdverts:
+		attrs = append(attrs, "why", "every pod of the workload speaks the fast adverts")
+	default:
+		for _, s := range pods.w.View().Slow {
+			attrs = append(attrs, "slow_pod", s.Pod+": "+s.Why)
+		}
+	}
+	log.Info("adverts", attrs...)
 }

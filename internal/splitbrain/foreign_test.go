@@ -44,7 +44,7 @@ func testPlanWith(t testing.TB, r config.Raw, addr4 string, members ...string) *
 	for _, m := range members {
 		ms = append(ms, netip.MustParseAddr(m))
 	}
-	p, err := plan.New(c, h, ms)
+	p, err := plan.New(c, h, plan.Fleet{Members: ms})
 	if err != nil {
 		t.Fatal(err)
 	}
