@@ -38,10 +38,10 @@ const FastValue = "vrrp3"
 // yet is taken to be one that will publish FastAnnotation (a rollout's new
 // pod, starting), before it holds the fleet at the slow interval as one
 // that speaks multicast VRRPv2 would (the shipped image, or multicast
-// mode). Such a pod sends its first adverts no sooner than its container
-// starts and its keepalived's master-down interval (over 3 s at 1 s
-// adverts) ends; the fleet is back at VRRPv2 well before.
-const FastGrace = 2 * time.Second
+// mode). Such a pod takes a VIP no sooner than its container starts and
+// its keepalived's master-down interval (over 3 s at 1 s adverts) ends
+// after that; the fleet is back at VRRPv2 before.
+const FastGrace = 3 * time.Second
 
 // Member is one pod of the workload as the watch sees it.
 type Member struct {
