@@ -134,42 +134,42 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) error {
 	if r.relay != nil {
 		r.relay.SetActive(bridgeState(p.Config, r.pods.unpublished()))
 	}
-	if force || !bytes.Equal(p.Text, r.current.Text) {
-		if !r.apply(p, why) {
-			return nil
-		}
-	}
 	if renumbered {
 		r.publish(ctx, p.SourceAddrs())
+	}
+	if force || !bytes.Equal(p.Text, r.current.Text) {
+		r.apply(p, why)
 	}
 	return nil
 }
 
-// goodbyeLead is how long a renumbered node lets keepalived reload before
-// it publishes its new address. Reloading, keepalived ends the instances
-// whose source address changed with a priority-0 advert from the former
-// address, which the others still list; they reload for the new address
-// only once it is published. Published first, the others' reloads (which
-// reopen their sockets) would race the goodbye, lose it now and then, and
-// the VIPs would wait out a master-down interval instead of being handed
-// over. keepalived's new instances start as backups and send nothing for
-// a master-down interval (three adverts), far longer than this.
-const goodbyeLead = 100 * time.Millisecond
+// othersReload is how long a renumbered node lets the others reload for
+// its newly published address before it reloads keepalived itself. Its
+// keepalived then ends the instances whose source address changed with a
+// priority-0 advert from the former address, which the others still list
+// (membership.PeerHold) and hear, their own reloads (which reopen their
+// sockets) being over; and its new instances, which start as backups, hear
+// the others' adverts at once, sent to the new address already. Reloading
+// first, its new instances would hear nobody until the others listed the
+// new address, and at the fast adverts (a master-down interval of 0.6 s)
+// take every VIP meanwhile. keepalived keeps sending from the former
+// address until it reloads.
+const othersReload = 250 * time.Millisecond
 
 // publish publishes this node's new source addresses over new connections
-// (the open ones leave from an address the node may no longer have), after
-// keepalived has had goodbyeLead to send its goodbyes from the former ones.
+// (the open ones leave from an address the node may no longer have) and
+// gives the others othersReload to list them.
 func (r *reloader) publish(ctx context.Context, src []netip.Addr) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(goodbyeLead):
-	}
 	pctx, cancel := context.WithTimeout(ctx, publishWait)
 	err := r.pods.w.Renumbered(pctx, src)
 	cancel()
 	if err != nil {
-		r.log.Warn("this node's new address is not published yet; keepalived sends from it already", "addresses", fmt.Sprint(src), "error", err)
+		r.log.Warn("this node's new address is not published yet; keepalived sends from it anyway", "addresses", fmt.Sprint(src), "error", err)
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(othersReload):
 	}
 }
 
