@@ -209,8 +209,9 @@ type Config struct {
 	// FleetAdverts it is the slow interval, the fleet's fast one being
 	// FastAdvertInterval (Config.Adverts).
 	AdvertInterval time.Duration
-	// FleetAdverts is set with the peers from the pods and
-	// OPENSHIFT_HA_ADVERT_INTERVAL unset: the fleet speaks VRRPv3 at
+	// FleetAdverts is set with the peers from the pods,
+	// OPENSHIFT_HA_ADVERT_INTERVAL unset and the multicast bridge not
+	// forced on: the fleet speaks VRRPv3 at
 	// FastAdvertInterval while every pod can (Node.FastAdverts), VRRPv2 at
 	// 1 s otherwise.
 	FleetAdverts bool
@@ -307,9 +308,11 @@ func Parse(r Raw) (*Config, error) {
 	c.GARPRefresh, c.GARPRefreshRepeat = garpRefresh(&p, r.GARPRefresh, r.GARPRefreshRep)
 	c.Unicast, c.UnicastPeers = unicast(&p, r.UseUnicast, r.UnicastPeers, r.PeersFrom)
 	c.PeersFromPods = r.PeersFrom != "" && c.Unicast
-	c.FleetAdverts = c.PeersFromPods && r.AdvertInterval == ""
 	c.PodName, c.PodNamespace = podIdentity(&p, r.PodName, r.PodNamespace)
 	c.MulticastBridge = bridge(&p, r.MulticastBridge, c.Unicast)
+	// A bridge forced on relays to multicast nodes the watch does not
+	// see: they speak VRRPv2 at 1 s.
+	c.FleetAdverts = c.PeersFromPods && r.AdvertInterval == "" && c.MulticastBridge != BridgeOn
 
 	if c.IPTablesChain != "" {
 		if err := iptables.CheckChainName(c.IPTablesChain); err != nil {

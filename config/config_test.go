@@ -464,6 +464,7 @@ func TestAdverts(t *testing.T) {
 		{"pods, a slow pod", Raw{PeersFrom: "pods", PodName: "p"}, false, time.Second, false},
 		{"pods, explicit", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "1"}, true, time.Second, false},
 		{"pods, explicit fraction", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "0.5"}, false, 500 * time.Millisecond, true},
+		{"pods, the bridge forced on", Raw{PeersFrom: "pods", PodName: "p", MulticastBridge: "true"}, true, time.Second, false},
 		{"static peers", Raw{UnicastPeers: "192.0.2.11,192.0.2.12"}, true, time.Second, false},
 		{"multicast", Raw{}, true, time.Second, false},
 	} {
