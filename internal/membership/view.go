@@ -24,10 +24,10 @@ import (
 // from (unicast_src_ip), one per address family, comma-separated.
 const Annotation = "ipfailover/unicast-src-ip"
 
-// FastAnnotation, set to FastValue beside Annotation, says that a pod
-// follows the fleet's advert interval: VRRPv3 at the fast interval while
-// every pod of the workload can, VRRPv2 at 1 s (what older images and the
-// shipped image speak) otherwise. VRRPv2 and VRRPv3 speakers drop each
+// FastAnnotation is where a pod, setting it to FastValue beside
+// Annotation, says that it follows the fleet's advert interval: VRRPv3 at
+// the fast interval while every pod of the workload can, VRRPv2 at 1 s
+// (what older images and the shipped image speak) otherwise. VRRPv2 and VRRPv3 speakers drop each
 // other's adverts, so the fleet speaks one or the other as a whole.
 const FastAnnotation = "ipfailover/fast-adverts"
 

@@ -82,7 +82,8 @@ func expectations(p *plan.Plan) map[key]expectation {
 // a member of this deployment.
 func (e expectation) differences(a advert, src netip.Addr) []string {
 	var d []string
-	if a.version != e.version && !(e.eitherVersion && (a.version == 2 || a.version == 3)) {
+	either := e.eitherVersion && (a.version == 2 || a.version == 3)
+	if a.version != e.version && !either {
 		d = append(d, fmt.Sprintf("VRRP version %d where this deployment speaks %d", a.version, e.version))
 	} else if a.version == 2 {
 		switch {

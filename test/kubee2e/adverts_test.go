@@ -99,7 +99,9 @@ func TestFleetAdverts(t *testing.T) {
 		return err
 	}, nil)
 	t.Cleanup(func() {
-		c.Kubectl(context.Background(), "-n", kube.Namespace, "delete", "pod", olderPod, "--ignore-not-found", "--wait=false")
+		if _, err := c.Kubectl(context.Background(), "-n", kube.Namespace, "delete", "pod", olderPod, "--ignore-not-found", "--wait=false"); err != nil {
+			t.Error(err)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
