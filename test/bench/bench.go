@@ -49,11 +49,15 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "migrate", "partition", "scrape", "cpu", "scale" (Scale still gates it, and the
-	// 254-VIP CPU rows), "image" and "kube"; empty runs all.
+	// "migrate", "partition", "scrape", "cpu", "adverts", "scale", "scale10"
+	// (Scale still gates these two, and the 254-instance CPU and adverts
+	// rows), "image" and "kube"; empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
 	CPUFor time.Duration
+	// CostFor is how long the adverts and scale10 rows count a settled
+	// fleet's VRRP packets and CPU.
+	CostFor time.Duration
 	// NodeEnv is added to every node's environment (GOGC=50, say, to try
 	// a change without rebuilding).
 	NodeEnv []string
@@ -167,6 +171,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.CPUFor <= 0 {
 		o.CPUFor = 10 * time.Second
 	}
+	if o.CostFor <= 0 {
+		o.CostFor = 20 * time.Second
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -175,7 +182,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, stranded: map[string]int{}}
+	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, rest: map[string][]restSample{}, stranded: map[string]int{}}
 	defer r.close()
 	if r.script, err = writeCheckScript(filepath.Dir(o.Binary)); err != nil {
 		return nil, err
@@ -218,6 +225,8 @@ type runner struct {
 	samples    map[string][]Sample
 	sizes      map[string][]int64
 	cpu        map[string][]cpuSample
+	// rest are the adverts and scale10 rows' nodes at rest, by CPU row.
+	rest map[string][]restSample
 	// stranded counts, per partition row, the VIPs still unanswered when
 	// the watch after a heal ended.
 	stranded map[string]int
@@ -376,9 +385,19 @@ func (r *runner) measure(ctx context.Context) error {
 			return fmt.Errorf("cpu: %w", err)
 		}
 	}
+	if r.o.phase("adverts") {
+		if err := r.adverts(ctx); err != nil {
+			return fmt.Errorf("adverts: %w", err)
+		}
+	}
 	if r.o.Scale && r.o.phase("scale") {
 		if err := r.scale(ctx); err != nil {
 			return fmt.Errorf("scale: %w", err)
+		}
+	}
+	if r.o.Scale && r.o.phase("scale10") {
+		if err := r.scale10(ctx); err != nil {
+			return fmt.Errorf("scale10: %w", err)
 		}
 	}
 	if r.o.phase("kube") {
