@@ -153,6 +153,32 @@ func (p *Prober) FirstAnswers(since time.Time) []time.Time {
 	return out
 }
 
+// Recovered returns, per target, when the answered probe that ended the
+// longest run of unanswered ones sent at or after since left: when the
+// target answered again after its outage (the zero time: no probe after
+// since went unanswered, or none answered after the run yet). It works
+// during probing and after Stop.
+func (p *Prober) Recovered(since time.Time) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]time.Time, len(p.targets))
+	for i, sent := range p.sent {
+		from, _ := slices.BinarySearchFunc(sent, since, time.Time.Compare)
+		longest, run := 0, 0
+		for j := from; j < len(sent); j++ {
+			if !p.acked[i][j] {
+				run++
+				continue
+			}
+			if run > longest {
+				longest, out[i] = run, sent[j]
+			}
+			run = 0
+		}
+	}
+	return out
+}
+
 // Stop ends probing, waits grace for late answers, closes the socket and
 // returns, per target, the longest gap: the time from the last answered
 // probe before a run of unanswered ones to the first answered after it

@@ -28,6 +28,7 @@ func TestProberSeesAGap(t *testing.T) {
 		netip.MustParseAddrPort(flaky.LocalAddr().String()),
 	}
 	p := NewProber(client, targets, 5*time.Millisecond)
+	began := time.Now()
 	p.Start()
 	// flaky answers after 200 ms only.
 	time.Sleep(200 * time.Millisecond)
@@ -45,6 +46,12 @@ func TestProberSeesAGap(t *testing.T) {
 	}
 	if got := p.FirstAnswers(time.Now().Add(time.Hour)); !got[0].IsZero() || !got[1].IsZero() {
 		t.Errorf("answers to probes not sent yet: %v", got)
+	}
+	// The flaky target came back between its longest run of unanswered
+	// probes and now.
+	rec := p.Recovered(began)
+	if rec[1].IsZero() || rec[1].Before(back.Add(-probeDeadline-10*time.Millisecond)) || rec[1].After(back.Add(50*time.Millisecond)) {
+		t.Errorf("the flaky target recovered at %v, want about %v", rec[1], back)
 	}
 	if gaps[0] > 100*time.Millisecond {
 		t.Errorf("the steady target's longest gap %v, want about the 5 ms interval", gaps[0])

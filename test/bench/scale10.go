@@ -123,7 +123,9 @@ func withClose(err, closeErr error) error {
 // advert interval while a client probes each of its VIPs every
 // scale10Probe. Each of those VIPs is one sample of the netlink row (the
 // kernel's view, as the crash rows) and one of the client's row: from the
-// crash to the first probe sent after it that another node answered.
+// crash to the first answered probe after the VIP's outage. The node's
+// kernel answers until Crash has cut its link, which is why the first
+// answer after the crash is not the one that counts.
 func (r *runner) scale10Run(ctx context.Context, adv string) error {
 	names := scale10Rows(adv)
 	vips := scale10VIPList()
@@ -209,24 +211,43 @@ func (r *runner) scale10Run(ctx context.Context, adv string) error {
 	if err := r.move(ctx, f, victim, t0, names.moved, masterDown); err != nil {
 		return err
 	}
-	if err := waitAnswered(ctx, prober, t0, moveTimeout); err != nil {
+	if err := waitRecovered(ctx, prober, t0, moveTimeout); err != nil {
 		return fmt.Errorf("after the crash of %s: %w", victim.Name, err)
 	}
 	prober.Stop(ctx, 100*time.Millisecond)
 	stopped = true
-	first := prober.FirstAnswers(t0)
+	back := prober.Recovered(t0)
 	var waits []time.Duration
 	for i, v := range theirs {
 		_, prio, c, err := BestBackup(f.confs, victim.Name, v)
 		if err != nil {
 			return err
 		}
-		wait := first[i].Sub(t0)
+		wait := back[i].Sub(t0)
 		waits = append(waits, wait)
 		r.add(names.client, Sample{Value: wait, Limit: masterDown(c, prio)})
 	}
 	r.o.Log.Info(names.client, "node", victim.Name, "vips", len(theirs), "median", Median(waits).Round(time.Millisecond), "worst", Worst(waits).Round(time.Millisecond))
 	return nil
+}
+
+// waitRecovered waits until every target of p went unanswered after since
+// and answered again.
+func waitRecovered(ctx context.Context, p *Prober, since time.Time, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		back := p.Recovered(since)
+		missing := slices.IndexFunc(back, time.Time.IsZero)
+		if missing < 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (and maybe others) not answering again within %s", p.targets[missing].Addr(), within)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // waitAnswered waits until every target of p has answered a probe sent at
@@ -276,7 +297,7 @@ func (r *runner) scale10RowsOf() []Row {
 		}
 		if ss := r.samples[names.client]; len(ss) > 0 {
 			client := TimeRow(names.client, ss, "3 × advert_int + the best backup's skew", "")
-			client.Note = fmt.Sprintf("the same crash; a client probes each of the node's VIPs every %s (UDP echo from whichever node holds it); one sample per VIP: from the crash to the first probe sent after it that was answered", scale10Probe)
+			client.Note = fmt.Sprintf("the same crash; a client probes each of the node's VIPs every %s (UDP echo from whichever node holds it); one sample per VIP: from the crash to the first answered probe after the VIP's longest run of unanswered ones (an answer counts within %s)", scale10Probe, probeDeadline)
 			r.crashBound(&client, ss)
 			rows = append(rows, client)
 		}
