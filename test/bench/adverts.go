@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -65,6 +66,7 @@ func unicastPeers(nodes []*lab.Node) string {
 // adverts measures each advert case on a fresh fleet: its CPU, memory and
 // VRRP packets per node over CostFor, once the fleet settled.
 func (r *runner) adverts(ctx context.Context) error {
+	var errs []error
 	for _, c := range advertCases {
 		if c.instances > 4 && !r.o.Scale {
 			continue
@@ -80,14 +82,20 @@ func (r *runner) adverts(ctx context.Context) error {
 		}
 		ss, err := r.restFleet(ctx, env, VIPs(c.vips()))
 		if err != nil {
-			return fmt.Errorf("%s: %w", c.suffix(), err)
+			if ctx.Err() != nil {
+				return err
+			}
+			// The other cases still measure.
+			r.note("adverts, %s: %v", c.suffix(), err)
+			errs = append(errs, fmt.Errorf("%s: %w", c.suffix(), err))
+			continue
 		}
 		r.mu.Lock()
 		r.rest[c.cpuRow()] = ss
 		r.mu.Unlock()
 		r.o.Log.Info("adverts row done", "case", c.suffix(), "took", time.Since(began).Round(time.Millisecond))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // restFleet starts a fleet, lets it settle and measures it at rest.
