@@ -14,6 +14,11 @@ type restSample struct {
 	// drops are the adverts keepalived's VRRP sockets dropped (receive
 	// buffer full) during the window.
 	drops uint64
+	// respawns is how many times keepalived's parent respawned a child
+	// that died (its VRRP process, killed at RLIMIT_RTTIME once keepalived
+	// raised itself to realtime priority on a starved machine) during the
+	// window.
+	respawns int
 	// masterships is how many times the node's keepalived entered MASTER
 	// state during the window: none in a fleet at rest.
 	masterships int
@@ -63,6 +68,7 @@ func (r *runner) atRest(ctx context.Context, f *fleet, window time.Duration) (ss
 		at       time.Time
 		in, out  uint64
 		masters  int
+		respawns int
 		drops    uint64
 		cpu      [2]time.Duration
 		readErr  error
@@ -73,6 +79,7 @@ func (r *runner) atRest(ctx context.Context, f *fleet, window time.Duration) (ss
 		m.in, m.out, m.readErr = counters[i].read(ctx)
 		m.cpu, m.usageErr = usages(gs[i][0], gs[i][1])
 		m.masters = f.outs[i].Count(enteringMaster)
+		m.respawns = f.outs[i].Count(respawning)
 		if d, err := rawDrops(f.procs[i].Pid); err == nil {
 			m.drops = d
 		} else if m.readErr == nil {
@@ -104,28 +111,41 @@ func (r *runner) atRest(ctx context.Context, f *fleet, window time.Duration) (ss
 			recv:        float64(after.in-before[i].in) / took,
 			sent:        float64(after.out-before[i].out) / took,
 			masterships: after.masters - before[i].masters,
+			respawns:    after.respawns - before[i].respawns,
 			drops:       after.drops - before[i].drops,
 		}
 		if err := r.nodeMemory(p, &s.cpuSample); err != nil {
 			return nil, cleanup, err
 		}
 		r.o.Log.Info("at rest", "node", p.Node().Name, "entrypoint_pct", fmt.Sprintf("%.3f", s.entrypoint), "keepalived_pct", fmt.Sprintf("%.3f", s.keepalived),
-			"vrrp_recv_per_s", fmt.Sprintf("%.1f", s.recv), "vrrp_sent_per_s", fmt.Sprintf("%.1f", s.sent), "masterships_taken", s.masterships, "socket_drops", s.drops, "window", time.Duration(took*float64(time.Second)).Round(time.Millisecond))
+			"vrrp_recv_per_s", fmt.Sprintf("%.1f", s.recv), "vrrp_sent_per_s", fmt.Sprintf("%.1f", s.sent), "masterships_taken", s.masterships, "keepalived_respawns", s.respawns, "socket_drops", s.drops, "window", time.Duration(took*float64(time.Second)).Round(time.Millisecond))
 		ss = append(ss, s)
 	}
 	if n := masterships(ss); n > 0 {
-		r.note("a fleet measured at rest: its nodes entered MASTER state %d times during the %s window (not at rest: VIPs moved)", n, window)
+		r.note("a fleet measured at rest: its nodes entered MASTER state %d times during the %s window (not at rest: VIPs moved); keepalived respawned a dead child %d times", n, window, respawns(ss))
 	}
 	return ss, cleanup, nil
 }
 
-// enteringMaster is keepalived's line for an instance becoming master.
-const enteringMaster = "Entering MASTER STATE"
+// keepalived's lines for an instance becoming master, and for a child
+// process it starts again after the child died.
+const (
+	enteringMaster = "Entering MASTER STATE"
+	respawning     = "died: Respawning"
+)
 
 func masterships(ss []restSample) int {
 	n := 0
 	for _, s := range ss {
 		n += s.masterships
+	}
+	return n
+}
+
+func respawns(ss []restSample) int {
+	n := 0
+	for _, s := range ss {
+		n += s.respawns
 	}
 	return n
 }
@@ -172,8 +192,8 @@ func restCPURow(name string, ss []restSample, window time.Duration) Row {
 		ka = append(ka, s.keepalived)
 	}
 	row := cpuRow(name, cs, window)
-	row.Note = fmt.Sprintf("ipfailover %.3f %% median, %.3f %% worst; keepalived's processes %.3f %% median, %.3f %% worst (of one core, over %s, cgroup v2 usage_usec); instances entering MASTER during the windows, all nodes: %d (0 at rest)",
-		medianOf(entry), worstOf(entry), medianOf(ka), worstOf(ka), window, masterships(ss))
+	row.Note = fmt.Sprintf("ipfailover %.3f %% median, %.3f %% worst; keepalived's processes %.3f %% median, %.3f %% worst (of one core, over %s, cgroup v2 usage_usec); instances entering MASTER during the windows, all nodes: %d (0 at rest); keepalived children respawned: %d",
+		medianOf(entry), worstOf(entry), medianOf(ka), worstOf(ka), window, masterships(ss), respawns(ss))
 	return row
 }
 
