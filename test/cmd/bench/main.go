@@ -1,7 +1,8 @@
 // Command bench measures ipfailover in a three-node cluster of network
 // namespaces: failover times against their VRRP limits, rollouts, clients
 // after healed partitions (beside the shipped image's configuration),
-// startup, scrape latency, memory, CPU at rest and a 254-VIP scale run. It prints one
+// startup, scrape latency, memory, CPU at rest, the cost of VRRP adverts, a
+// 254-VIP scale run and a ten-node one. It prints one
 // table and writes the figures to out/bench.json for comparison between
 // commits, and the README's table, with the commit and machine, to
 // out/bench.md. It needs
