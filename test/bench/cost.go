@@ -112,7 +112,7 @@ func (r *runner) atRest(ctx context.Context, f *fleet, window time.Duration) (ss
 			sent:        float64(after.out-before[i].out) / took,
 			masterships: after.masters - before[i].masters,
 			respawns:    after.respawns - before[i].respawns,
-			drops:       after.drops - before[i].drops,
+			drops:       since(after.drops, before[i].drops),
 		}
 		if err := r.nodeMemory(p, &s.cpuSample); err != nil {
 			return nil, cleanup, err
@@ -148,6 +148,16 @@ func respawns(ss []restSample) int {
 		n += s.respawns
 	}
 	return n
+}
+
+// since is how much a counter grew from before to now; a counter that
+// went back started over (keepalived respawned its VRRP process, whose new
+// sockets count from zero), and counts from zero.
+func since(now, before uint64) uint64 {
+	if now < before {
+		return now
+	}
+	return now - before
 }
 
 func firstErr(errs ...error) error {
