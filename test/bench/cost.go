@@ -112,7 +112,7 @@ func (r *runner) atRest(ctx context.Context, f *fleet, window time.Duration) (ss
 			sent:        float64(after.out-before[i].out) / took,
 			masterships: after.masters - before[i].masters,
 			respawns:    after.respawns - before[i].respawns,
-			drops:       since(after.drops, before[i].drops),
+			drops:       grown(after.drops, before[i].drops),
 		}
 		if err := r.nodeMemory(p, &s.cpuSample); err != nil {
 			return nil, cleanup, err
@@ -150,10 +150,10 @@ func respawns(ss []restSample) int {
 	return n
 }
 
-// since is how much a counter grew from before to now; a counter that
+// grown is how much a counter grew from before to now; a counter that
 // went back started over (keepalived respawned its VRRP process, whose new
 // sockets count from zero), and counts from zero.
-func since(now, before uint64) uint64 {
+func grown(now, before uint64) uint64 {
 	if now < before {
 		return now
 	}
