@@ -142,6 +142,15 @@ func masterships(ss []restSample) int {
 	return n
 }
 
+// notAtRest starts the note of a row whose fleet moved VIPs during the
+// window: its figures are a fleet's in turmoil, not its cost at rest.
+func notAtRest(ss []restSample) string {
+	if masterships(ss) == 0 && respawns(ss) == 0 {
+		return ""
+	}
+	return "NOT AT REST (VIPs moved during the window: a starved machine?): "
+}
+
 func respawns(ss []restSample) int {
 	n := 0
 	for _, s := range ss {
@@ -186,7 +195,7 @@ func packetRow(name string, ss []restSample, window time.Duration) Row {
 	for _, s := range ss {
 		drops += s.drops
 	}
-	r.Note = fmt.Sprintf("received %.0f/s, sent %.0f/s (medians over %s; nftables counters on eth0 in each node's namespace, IP protocol 112 on the input and output hooks); dropped by keepalived's VRRP sockets, receive buffer full, all nodes: %d (/proc/net/raw)",
+	r.Note = notAtRest(ss) + fmt.Sprintf("received %.0f/s, sent %.0f/s (medians over %s; nftables counters on eth0 in each node's namespace, IP protocol 112 on the input and output hooks); dropped by keepalived's VRRP sockets, receive buffer full, all nodes: %d (/proc/net/raw)",
 		medianOf(recv), medianOf(sent), window, drops)
 	return r
 }
@@ -202,7 +211,7 @@ func restCPURow(name string, ss []restSample, window time.Duration) Row {
 		ka = append(ka, s.keepalived)
 	}
 	row := cpuRow(name, cs, window)
-	row.Note = fmt.Sprintf("ipfailover %.3f %% median, %.3f %% worst; keepalived's processes %.3f %% median, %.3f %% worst (of one core, over %s, cgroup v2 usage_usec); instances entering MASTER during the windows, all nodes: %d (0 at rest); keepalived children respawned: %d",
+	row.Note = notAtRest(ss) + fmt.Sprintf("ipfailover %.3f %% median, %.3f %% worst; keepalived's processes %.3f %% median, %.3f %% worst (of one core, over %s, cgroup v2 usage_usec); instances entering MASTER during the windows, all nodes: %d (0 at rest); keepalived children respawned: %d",
 		medianOf(entry), worstOf(entry), medianOf(ka), worstOf(ka), window, masterships(ss), respawns(ss))
 	return row
 }
