@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -66,7 +65,6 @@ func unicastPeers(nodes []*lab.Node) string {
 // adverts measures each advert case on a fresh fleet: its CPU, memory and
 // VRRP packets per node over CostFor, once the fleet settled.
 func (r *runner) adverts(ctx context.Context) error {
-	var errs []error
 	for _, c := range advertCases {
 		if c.instances > 4 && !r.o.Scale {
 			continue
@@ -85,9 +83,12 @@ func (r *runner) adverts(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return err
 			}
-			// The other cases still measure.
+			// The other cases, and the bench's later phases, still
+			// measure: the row says why it has no figures.
 			r.note("adverts, %s: %v", c.suffix(), err)
-			errs = append(errs, fmt.Errorf("%s: %w", c.suffix(), err))
+			r.mu.Lock()
+			r.failed[c.cpuRow()] = err.Error()
+			r.mu.Unlock()
 			continue
 		}
 		r.mu.Lock()
@@ -95,7 +96,7 @@ func (r *runner) adverts(ctx context.Context) error {
 		r.mu.Unlock()
 		r.o.Log.Info("adverts row done", "case", c.suffix(), "took", time.Since(began).Round(time.Millisecond))
 	}
-	return errors.Join(errs...)
+	return ctx.Err()
 }
 
 // restFleet starts a fleet, lets it settle and measures it at rest.
@@ -123,6 +124,9 @@ func (r *runner) advertRows() []Row {
 	var rows []Row
 	for _, c := range advertCases {
 		ss, ok := r.rest[c.cpuRow()]
+		if why, failed := r.failed[c.cpuRow()]; failed {
+			rows = append(rows, Row{Name: c.cpuRow(), Unit: Percent, Note: "no figures: " + why})
+		}
 		if !ok {
 			continue
 		}

@@ -183,7 +183,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, rest: map[string][]restSample{}, stranded: map[string]int{}}
+	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, rest: map[string][]restSample{}, failed: map[string]string{}, stranded: map[string]int{}}
 	defer r.close()
 	if r.script, err = writeCheckScript(filepath.Dir(o.Binary)); err != nil {
 		return nil, err
@@ -228,6 +228,8 @@ type runner struct {
 	cpu        map[string][]cpuSample
 	// rest are the adverts and scale10 rows' nodes at rest, by CPU row.
 	rest map[string][]restSample
+	// failed says, by row, why an adverts or scale10 case has no figures.
+	failed map[string]string
 	// stranded counts, per partition row, the VIPs still unanswered when
 	// the watch after a heal ended.
 	stranded map[string]int

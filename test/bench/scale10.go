@@ -102,8 +102,8 @@ func (r *runner) scale10(ctx context.Context) error {
 	}
 	r.o.Log.Info("scale10 cluster ready", "nodes", scale10Nodes, "took", time.Since(began).Round(time.Millisecond))
 	// A run that fails (a fleet that never settles on a saturated
-	// machine) leaves the other interval's rows to measure.
-	var errs []error
+	// machine) leaves the other interval's rows, and the bench's later
+	// phases, to measure: its rows say why they have no figures.
 	for _, adv := range scale10Intervals {
 		t := time.Now()
 		if err := r.scale10Run(ctx, adv); err != nil {
@@ -111,12 +111,14 @@ func (r *runner) scale10(ctx context.Context) error {
 				return err
 			}
 			r.note("scale10 at advert_int %s: %v", adv, err)
-			errs = append(errs, fmt.Errorf("advert_int %s: %w", adv, err))
+			r.mu.Lock()
+			r.failed[scale10Rows(adv).conv] = err.Error()
+			r.mu.Unlock()
 			continue
 		}
 		r.o.Log.Info("scale10 run done", "advert_int", adv, "took", time.Since(t).Round(time.Millisecond))
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // scale10Run starts the fleet at one advert interval and waits for one
@@ -303,6 +305,9 @@ func (r *runner) scale10RowsOf() []Row {
 	var rows []Row
 	for _, adv := range scale10Intervals {
 		names := scale10Rows(adv)
+		if why, failed := r.failed[names.conv]; failed {
+			rows = append(rows, Row{Name: names.conv, Unit: Seconds, Note: "no figures: " + why})
+		}
 		if len(r.samples[names.conv]) == 0 {
 			continue
 		}
