@@ -217,6 +217,23 @@ func (r *runner) scale10Run(ctx context.Context, adv string) error {
 	if err := r.move(ctx, f, victim, t0, names.moved, masterDown); err != nil {
 		return err
 	}
+	// Where the client sends each VIP's packets once the kernels moved
+	// them all: a client that still names the dead node's MAC explains a
+	// client's wait longer than the move.
+	if mac, err := victim.MAC(); err == nil {
+		if neigh, err := r.c.Client.Neighbours(ctx); err == nil {
+			stale := 0
+			for _, v := range theirs {
+				if neigh[v] == mac.String() {
+					stale++
+				}
+			}
+			r.o.Log.Info("client's neighbours when every VIP had moved", "vips", len(theirs), "still_the_dead_node", stale, "after", time.Since(t0).Round(time.Millisecond))
+			if stale > 0 {
+				r.note("%s: when netlink showed every VIP moved (%s after the crash), the client's neighbour entries of %d of the %d VIPs still named the dead node's MAC", names.client, time.Since(t0).Round(time.Millisecond), stale, len(theirs))
+			}
+		}
+	}
 	// A VIP the client still sends to the dead node's MAC answers again
 	// only once the client's neighbour entry for it fails: that is an
 	// outage too, counted up to the end of the watch.
