@@ -625,13 +625,21 @@ func (r *runner) move(ctx context.Context, f *fleet, holder *lab.Node, t0 time.T
 	if err != nil {
 		return fmt.Errorf("%s: waiting for %v to leave %s: %w", row, moving, holder.Name, err)
 	}
+	var elsewhere []string
 	for _, v := range moving {
 		s := seen[v]
 		r.add(row, Sample{Value: s.At.Sub(t0), Limit: lims[v]})
 		if got := s.Holder(v, holder); got.Name != want[v] {
-			r.note("%s: %s went to %s, not to the best backup %s", row, v, got.Name, want[v])
+			elsewhere = append(elsewhere, fmt.Sprintf("%s went to %s, not to the best backup %s", v, got.Name, want[v]))
 		}
 		r.o.Log.Info(row, "vip", v, "from", holder.Name, "to", s.Holder(v, holder).Name, "took", s.At.Sub(t0).Round(time.Microsecond), "limit", lims[v], "resolution", gap.Round(time.Microsecond))
+	}
+	// One note per move, however many VIPs it moved.
+	switch {
+	case len(elsewhere) == 1:
+		r.note("%s: %s", row, elsewhere[0])
+	case len(elsewhere) > 1:
+		r.note("%s: %d of %d VIPs went to another node than the best backup, first %s", row, len(elsewhere), len(moving), elsewhere[0])
 	}
 	return nil
 }
