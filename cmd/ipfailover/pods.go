@@ -216,7 +216,7 @@ func peers(ctx context.Context, w io.Writer) error {
 	listed, confErr := runningPeers(cfg.KeepalivedConfig)
 	fmt.Fprintf(w, "%s (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods):\n", what)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD\tADDRESSES\tPEER\tFAST ADVERTS\tKEEPALIVED.CONF\tWHY")
+	fmt.Fprintln(tw, "POD\tADDRESSES\tPEER\tKEEPALIVED.CONF\tADVERTS\tWHY")
 	for _, m := range view.Members {
 		peer, conf := "out", "-"
 		switch {
@@ -231,11 +231,11 @@ func peers(ctx context.Context, w io.Writer) error {
 				conf = "listed"
 			}
 		}
-		fast := "no"
+		adverts := "-"
 		if m.Fast {
-			fast = "yes"
+			adverts = "fast"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Pod, addrList(m.Addrs), peer, fast, conf, m.Why)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Pod, addrList(m.Addrs), peer, conf, adverts, m.Why)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "peers: %s\n", addrList(view.Peers()))

@@ -29,13 +29,20 @@ func (s rolloutState) String() string {
 // watchRollout records every change of the workload's pods (by template
 // hash, Deployment or DaemonSet) until stop is called.
 func watchRollout(ctx context.Context, c *kube.Cluster, seen *[]rolloutState) (stop func()) {
+	// The revisions running before the rollout, read before it begins: a
+	// first look inside the goroutine, late on a busy machine, took the
+	// first new pod for an old one.
+	old := map[string]bool{}
+	if pods, err := c.Pods(ctx, podLabel); err == nil {
+		for _, p := range pods {
+			old[p.Labels["pod-template-hash"]+p.Labels["controller-revision-hash"]] = true
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	began := time.Now()
 	var mu sync.Mutex
 	wg.Go(func() {
-		old := map[string]bool{}
-		first := true
 		var last string
 		for done := false; !done; {
 			// One last look once stopped: the rollout's end.
@@ -46,9 +53,6 @@ func watchRollout(ctx context.Context, c *kube.Cluster, seen *[]rolloutState) (s
 				ready := map[string]bool{}
 				for _, p := range pods {
 					hash := p.Labels["pod-template-hash"] + p.Labels["controller-revision-hash"]
-					if first {
-						old[hash] = true
-					}
 					if p.DeletionTimestamp != nil || !kube.Ready(p) {
 						continue
 					}
@@ -59,7 +63,6 @@ func watchRollout(ctx context.Context, c *kube.Cluster, seen *[]rolloutState) (s
 						st.newReady = append(st.newReady, p.Spec.NodeName)
 					}
 				}
-				first = false
 				slices.Sort(st.oldReady)
 				slices.Sort(st.newReady)
 				st.unavailable = len(c.Nodes) - len(ready)
