@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -65,6 +66,16 @@ type labTarget struct {
 	locks map[*lab.Node]*sync.Mutex
 	confs map[string]*keepalived.Conf
 	out   map[*lab.Node]*lab.Output
+	// cgroup is the lab's cgroup (labCgroups), groups each node's.
+	cgroup string
+	groups map[*lab.Node]nodeGroups
+}
+
+// nodeGroups are a node's cgroups below the lab's: ipfailover's and the
+// burner's of a cpu-starve fault, with the shares of their pods' CPU
+// requests on the cluster.
+type nodeGroups struct {
+	ipf, burner *lab.CPUGroup
 }
 
 // nodeProcs are a node's service and ipfailover, and which of their exits
@@ -95,7 +106,40 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 		}
 		t.out[n] = lab.NewOutput(copyTo)
 	}
+	if err := t.makeCgroups(); err != nil {
+		return nil, errors.Join(err, t.close())
+	}
 	return t, nil
+}
+
+// makeCgroups gives the lab a cgroup of the cpu controller and each node
+// one below it, as a machine of its own; in a node's, ipfailover's group
+// (where its processes, keepalived's included, run) and a burner's, with
+// the CPU shares of the manifests' request and of the burner pod's on
+// the cluster. The checked service stays outside, as a program of the
+// node's own.
+func (t *labTarget) makeCgroups() error {
+	t.cgroup = "ipfailover-chaos-" + t.c.Name
+	t.groups = map[*lab.Node]nodeGroups{}
+	machine := runtime.NumCPU() * 1000
+	if _, err := lab.NewCPUGroup(t.cgroup, machine); err != nil {
+		return err
+	}
+	for _, n := range t.c.Nodes {
+		if _, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name, machine); err != nil {
+			return err
+		}
+		ipf, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/ipfailover", ipfailoverCPURequest)
+		if err != nil {
+			return err
+		}
+		burner, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/burner", starveCPURequest())
+		if err != nil {
+			return err
+		}
+		t.groups[n] = nodeGroups{ipf: ipf, burner: burner}
+	}
+	return nil
 }
 
 func (t *labTarget) name() string { return "lab" }
@@ -203,6 +247,11 @@ func (t *labTarget) startService(ctx context.Context, n *lab.Node) error {
 func (t *labTarget) startIPFailover(ctx context.Context, n *lab.Node) error {
 	p, err := n.Start(ctx, []string{t.o.Binary, "run"}, t.env, t.out[n])
 	if err != nil {
+		return err
+	}
+	// Before it starts keepalived, which is born in its group.
+	if err := t.groups[n].ipf.Add(p.Pid); err != nil {
+		_ = p.Kill()
 		return err
 	}
 	t.mu.Lock()
@@ -478,6 +527,41 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 		}); err != nil {
 			return err
 		}
+	case CPUStarve:
+		n := nodes[0]
+		p := t.ipf(n)
+		ka, err := p.Find("keepalived")
+		if err != nil {
+			return err
+		}
+		if p.Exited() || len(ka) < 2 {
+			return fmt.Errorf("%s runs no ipfailover and keepalived's two processes (%d keepalived)", n.Name, len(ka))
+		}
+		g := t.groups[n]
+		for _, q := range append(ka, lab.Proc{Pid: p.Pid}) {
+			if in, err := g.ipf.Has(q.Pid); err != nil || !in {
+				return fmt.Errorf("%s: pid %d (%s) is not in cgroup %s%s", n.Name, q.Pid, q.Comm, g.ipf.Path, errString(err))
+			}
+		}
+		mark()
+		b, err := n.Burn(ctx, runtime.NumCPU(), g.burner)
+		if err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		_ = b.Kill()
+		<-b.Done()
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+		if serr != nil {
+			return serr
+		}
+		return ranThrough(n.Name, p.Pid, ka, func() ([]lab.Proc, error) {
+			if p.Exited() {
+				return nil, fmt.Errorf("ipfailover (pid %d) on %s exited", p.Pid, n.Name)
+			}
+			return p.Find("keepalived")
+		})
 	case LinkCut:
 		n := nodes[0]
 		mark()
@@ -586,6 +670,9 @@ func (t *labTarget) metricsURL(node string) string {
 
 func (t *labTarget) close() error {
 	err := t.c.Close()
+	if t.cgroup != "" {
+		err = errors.Join(err, lab.RemoveCPUGroup(t.cgroup))
+	}
 	if left, lerr := t.c.Leftovers(); lerr != nil || len(left) > 0 {
 		err = errors.Join(err, lerr, fmt.Errorf("namespaces left: %v", left))
 	}
