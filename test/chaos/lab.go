@@ -121,8 +121,10 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 func (t *labTarget) makeCgroups() error {
 	t.cgroup = "ipfailover-chaos-" + t.c.Name
 	t.groups = map[*lab.Node]nodeGroups{}
+	// The lab weighs as its nodes' machines against the other programs
+	// of this one, which it shares.
 	machine := runtime.NumCPU() * 1000
-	if _, err := lab.NewCPUGroup(t.cgroup, machine); err != nil {
+	if _, err := lab.NewCPUGroup(t.cgroup, len(t.c.Nodes)*machine); err != nil {
 		return err
 	}
 	for _, n := range t.c.Nodes {
