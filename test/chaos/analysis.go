@@ -106,15 +106,15 @@ type Handover struct {
 	Record int
 	VIP    netip.Addr
 	// At is when it began (the fault's injection at the earliest), Len
-	// how long of the fault and KeepAfter it lasted, Holders who held
-	// the VIP then.
-	At      time.Time
-	Len     time.Duration
-	Holders []string
+	// how long of the fault and KeepAfter it lasted, Takers the other
+	// nodes that held the VIP in it (none: the VIP had no holder).
+	At     time.Time
+	Len    time.Duration
+	Takers []string
 	// Excused is the index of another fault that explains it (its
 	// window contains At, and it is the segment's, the API server's or
-	// every node's, or targets a node that took the VIP: a node coming
-	// back takes its VIPs back); -1 when none does, a false alarm.
+	// every node's, or targets one of the takers: a node coming back
+	// takes its VIPs back); -1 when none does, a false alarm.
 	Excused int
 }
 
@@ -320,7 +320,7 @@ func Analyse(d *Data) Analysis {
 			for _, h := range d.handovers(ri, v, wins) {
 				a.Handovers = append(a.Handovers, h)
 				if h.Excused < 0 {
-					a.Violations = append(a.Violations, Violation{Record: ri, VIP: v, What: fmt.Sprintf("handover (held by %v)", h.Holders), Got: h.Len, At: h.At})
+					a.Violations = append(a.Violations, Violation{Record: ri, VIP: v, What: fmt.Sprintf("handover to %v", h.Takers), Got: h.Len, At: h.At})
 				}
 			}
 		}
@@ -355,13 +355,26 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval) []Handover {
 		if !ok {
 			continue
 		}
-		h := Handover{Record: ri, VIP: v, At: iv.Start, Len: iv.Len(), Holders: HoldersAt(cs, iv.Start), Excused: -1}
+		h := Handover{Record: ri, VIP: v, At: iv.Start, Len: iv.Len(), Takers: []string{}, Excused: -1}
+		take := func(hs []string) {
+			for _, n := range hs {
+				if n != holder && !slices.Contains(h.Takers, n) {
+					h.Takers = append(h.Takers, n)
+				}
+			}
+		}
+		take(HoldersAt(cs, iv.Start))
+		for _, c := range cs {
+			if c.At.After(iv.Start) && !c.At.After(iv.End) {
+				take(c.Holders)
+			}
+		}
 		for j, o := range d.Records {
 			if j == ri || !wins[j].Contains(h.At) {
 				continue
 			}
 			info := kinds[o.Kind]
-			if info.nodes == 0 || info.all || slices.ContainsFunc(o.Nodes, func(n int) bool { return n < len(d.Nodes) && slices.Contains(h.Holders, d.Nodes[n]) }) {
+			if info.nodes == 0 || info.all || slices.ContainsFunc(o.Nodes, func(n int) bool { return n < len(d.Nodes) && slices.Contains(h.Takers, d.Nodes[n]) }) {
 				h.Excused = j
 				break
 			}

@@ -353,6 +353,12 @@ func TestAnalyseHandovers(t *testing.T) {
 		// node2 coming back takes its VIP back.
 		{name: "the taker's own fault explains it", changes: handover(5000), other: []Record{other(NodeDeath, []int{1}, 1000, 4800)}, found: 1},
 		{name: "a fault elsewhere does not", changes: handover(5000), other: []Record{other(NodeFreeze, []int{2}, 4000, 6000)}, found: 1, bad: 1, got: 3000 * time.Millisecond},
+		// A VIP that goes from its holder to none, then to node2 coming
+		// back, is node2's doing.
+		{name: "the taker after no holder", changes: []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{}},
+			{At: at(5100), Holders: []string{"node2"}}}, other: []Record{other(ServiceStop, []int{1}, 1000, 4800)}, found: 1},
+		{name: "no holder and back", changes: []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{}},
+			{At: at(5100), Holders: []string{"node1"}}}, other: []Record{other(ServiceStop, []int{1}, 1000, 4800)}, found: 1, bad: 1, got: 100 * time.Millisecond},
 		{name: "a fault whose window is over does not", changes: handover(5000), other: []Record{other(Segment, nil, 1000, 3000)}, found: 1, bad: 1, got: 3000 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,8 +385,8 @@ func TestAnalyseHandovers(t *testing.T) {
 			}
 			if tc.bad == 1 {
 				v := bad[0]
-				if v.Record != 0 || v.VIP != vipA || v.Got != tc.got || v.What != "handover (held by [node1 node2])" {
-					t.Errorf("violation %+v, want #1's on A for %s, held by node1 and node2", v, tc.got)
+				if want := map[bool]string{true: "handover to []", false: "handover to [node2]"}[tc.name == "no holder and back"]; v.Record != 0 || v.VIP != vipA || v.Got != tc.got || v.What != want {
+					t.Errorf("violation %+v, want #1's on A for %s, to node2", v, tc.got)
 				}
 				if s := v.String(d); !strings.Contains(s, "cpu-starve on node1") {
 					t.Errorf("violation text %q", s)

@@ -236,7 +236,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
 	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last change (a fault begun or undone) while the outage was within it. A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
 		fmtDur(GracefulBound), 8, fmtDur(limitMargin), fmtDur(limitMargin), fmtDur(d.DupBound))
-	p("- **No handover** (%s): every VIP the fault's node held when it began must be held by that node alone until %s after the fault is undone; a span in which it was not is excused only by another fault whose window contains its start and that is the segment's, the API server's or every node's, or targets the node that took the VIP (a node coming back takes its VIPs back).", kindsKeeping(), fmtDur(KeepAfter))
+	p("- **No handover** (%s): every VIP the fault's node held when it began must be held by that node alone until %s after the fault is undone; a span in which it was not is excused only by another fault whose window contains its start and that is the segment's, the API server's or every node's, or targets a node that took the VIP in that span (a node coming back takes its VIPs back).", kindsKeeping(), fmtDur(KeepAfter))
 	p("- **Segment**: this kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off): loss is an nftables rule in the bridge that drops that share of every frame it forwards, delay and reordering a netfilter queue in the bridge that holds each IPv4 and IPv6 packet for delay ± jitter (ARP and neighbour discovery are lost but not delayed).")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -384,7 +384,7 @@ func handoverNotes(d *Data, a *Analysis, ri int) []string {
 		if h.Record != ri {
 			continue
 		}
-		n := fmt.Sprintf("%s held by %v at %s for %s", shortVIP(h.VIP), h.Holders, fmtOffset(h.At.Sub(d.Start)), fmtDur(h.Len))
+		n := fmt.Sprintf("%s to %v at %s for %s", shortVIP(h.VIP), h.Takers, fmtOffset(h.At.Sub(d.Start)), fmtDur(h.Len))
 		if h.Excused >= 0 {
 			n += fmt.Sprintf(" (excused by #%d)", d.Records[h.Excused].Index)
 		} else {
