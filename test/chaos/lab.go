@@ -71,11 +71,12 @@ type labTarget struct {
 	groups map[*lab.Node]nodeGroups
 }
 
-// nodeGroups are a node's cgroups below the lab's: ipfailover's and the
-// burner's of a cpu-starve fault, with the shares of their pods' CPU
-// requests on the cluster.
+// nodeGroups are a node's cgroups below the lab's: its checked service's,
+// with a program's default share, ipfailover's and the burner's of a
+// cpu-starve fault, with the shares of their pods' CPU requests on the
+// cluster.
 type nodeGroups struct {
-	ipf, burner *lab.CPUGroup
+	svc, ipf, burner *lab.CPUGroup
 }
 
 // nodeProcs are a node's service and ipfailover, and which of their exits
@@ -113,11 +114,12 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 }
 
 // makeCgroups gives the lab a cgroup of the cpu controller and each node
-// one below it, as a machine of its own; in a node's, ipfailover's group
-// (where its processes, keepalived's included, run) and a burner's, with
-// the CPU shares of the manifests' request and of the burner pod's on
-// the cluster. The checked service stays outside, as a program of the
-// node's own.
+// one below it, as a machine of its own; in a node's, its checked
+// service's (a program of the node's own, beside the pods as on the
+// cluster), ipfailover's (where its processes, keepalived's included, run)
+// and a burner's, with the CPU shares of the manifests' request and of
+// the burner pod's on the cluster. A burner starves its own node, not the
+// services of the others.
 func (t *labTarget) makeCgroups() error {
 	t.cgroup = "ipfailover-chaos-" + t.c.Name
 	t.groups = map[*lab.Node]nodeGroups{}
@@ -131,6 +133,10 @@ func (t *labTarget) makeCgroups() error {
 		if _, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name, machine); err != nil {
 			return err
 		}
+		svc, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/service", programCPU)
+		if err != nil {
+			return err
+		}
 		ipf, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/ipfailover", ipfailoverCPURequest)
 		if err != nil {
 			return err
@@ -139,7 +145,7 @@ func (t *labTarget) makeCgroups() error {
 		if err != nil {
 			return err
 		}
-		t.groups[n] = nodeGroups{ipf: ipf, burner: burner}
+		t.groups[n] = nodeGroups{svc: svc, ipf: ipf, burner: burner}
 	}
 	return nil
 }
@@ -237,6 +243,10 @@ func (t *labTarget) svc(n *lab.Node) *lab.Process {
 func (t *labTarget) startService(ctx context.Context, n *lab.Node) error {
 	p, err := n.Start(ctx, []string{t.o.Self, "serve", "-listen", fmt.Sprintf(":%d", ServicePort), "-name", n.Name}, nil, t.out[n])
 	if err != nil {
+		return err
+	}
+	if err := t.groups[n].svc.Add(p.Pid); err != nil {
+		_ = p.Kill()
 		return err
 	}
 	t.mu.Lock()

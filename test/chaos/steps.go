@@ -108,6 +108,10 @@ func outlives(ctx context.Context, alive func() error) error {
 // container, in millicores.
 const ipfailoverCPURequest = 100
 
+// programCPU is the CPU share of a program of a node's own (the
+// checked service), in millicores: a process's default weight.
+const programCPU = 1000
+
 // starveCPURequest is the CPU request of a cpu-starve fault's burner, in
 // millicores: the rest of a node with this machine's cores.
 func starveCPURequest() int { return runtime.NumCPU()*1000 - ipfailoverCPURequest }
