@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -66,9 +67,11 @@ type labTarget struct {
 	locks map[*lab.Node]*sync.Mutex
 	confs map[string]*keepalived.Conf
 	out   map[*lab.Node]*lab.Output
-	// cgroup is the lab's cgroup (labCgroups), groups each node's.
-	cgroup string
-	groups map[*lab.Node]nodeGroups
+	// cgroup is the lab's cgroup (makeCgroups), groups each node's;
+	// harnessFrom is the group this program left for the lab's.
+	cgroup      string
+	groups      map[*lab.Node]nodeGroups
+	harnessFrom *lab.CPUGroup
 }
 
 // nodeGroups are a node's cgroups below the lab's: its checked service's,
@@ -119,7 +122,9 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 // cluster), ipfailover's (where its processes, keepalived's included, run)
 // and a burner's, with the CPU shares of the manifests' request and of
 // the burner pod's on the cluster. A burner starves its own node, not the
-// services of the others.
+// services of the others. This program, the client and the segment's
+// delay among its work, runs in the lab's group too, with the largest
+// share: a burner must not starve the measurement.
 func (t *labTarget) makeCgroups() error {
 	t.cgroup = "ipfailover-chaos-" + t.c.Name
 	t.groups = map[*lab.Node]nodeGroups{}
@@ -129,6 +134,18 @@ func (t *labTarget) makeCgroups() error {
 	if _, err := lab.NewCPUGroup(t.cgroup, len(t.c.Nodes)*machine); err != nil {
 		return err
 	}
+	from, err := lab.CPUGroupOf(os.Getpid())
+	if err != nil {
+		return err
+	}
+	harness, err := lab.NewCPUGroup(t.cgroup+"/harness", harnessCPU)
+	if err != nil {
+		return err
+	}
+	if err := harness.Add(os.Getpid()); err != nil {
+		return err
+	}
+	t.harnessFrom = from
 	for _, n := range t.c.Nodes {
 		if _, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name, machine); err != nil {
 			return err
@@ -682,6 +699,10 @@ func (t *labTarget) metricsURL(node string) string {
 
 func (t *labTarget) close() error {
 	err := t.c.Close()
+	if t.harnessFrom != nil {
+		err = errors.Join(err, t.harnessFrom.Add(os.Getpid()))
+		t.harnessFrom = nil
+	}
 	if t.cgroup != "" {
 		err = errors.Join(err, lab.RemoveCPUGroup(t.cgroup))
 	}

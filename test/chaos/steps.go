@@ -112,6 +112,10 @@ const ipfailoverCPURequest = 100
 // checked service), in millicores: a process's default weight.
 const programCPU = 1000
 
+// harnessCPU is the CPU share of the harness in the lab's group, in
+// millicores: the largest share there is.
+const harnessCPU = 256000
+
 // starveCPURequest is the CPU request of a cpu-starve fault's burner, in
 // millicores: the rest of a node with this machine's cores.
 func starveCPURequest() int { return runtime.NumCPU()*1000 - ipfailoverCPURequest }

@@ -156,3 +156,26 @@ func RemoveCPUGroup(path string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// CPUGroupOf returns the group of the cpu controller's hierarchy that the
+// process pid is in now (the hierarchy's root at the least).
+func CPUGroupOf(pid int) (*CPUGroup, error) {
+	root, v2, err := cpuHierarchy()
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		// ID:CONTROLLERS:PATH; the v2 hierarchy's has no controllers.
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || (v2 && f[1] != "") || (!v2 && !slices.Contains(strings.Split(f[1], ","), "cpu")) {
+			continue
+		}
+		path := strings.Trim(f[2], "/")
+		return &CPUGroup{Path: path, dir: filepath.Join(root, path), v2: v2}, nil
+	}
+	return nil, fmt.Errorf("pid %d is in no group of the cpu controller", pid)
+}
