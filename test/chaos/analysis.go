@@ -91,6 +91,31 @@ type Analysis struct {
 	Violations []Violation
 	// Isolated marks the records whose window overlapped no other's.
 	Isolated []bool
+	// Handovers are the times a VIP held by the node of a keep fault
+	// (Keeps) was held otherwise during the fault or KeepAfter after it.
+	Handovers []Handover
+	// Kept counts the VIPs the nodes of keep faults held when they began:
+	// the checks the handovers were found in.
+	Kept int
+}
+
+// Handover is a VIP of a keep fault's node held otherwise (by another
+// node, by none, or twice) during the fault or KeepAfter after it.
+type Handover struct {
+	// Record is the keep fault's index in Data.Records.
+	Record int
+	VIP    netip.Addr
+	// At is when it began (the fault's injection at the earliest), Len
+	// how long of the fault and KeepAfter it lasted, Takers the other
+	// nodes that held the VIP in it (none: the VIP had no holder).
+	At     time.Time
+	Len    time.Duration
+	Takers []string
+	// Excused is the index of another fault that explains it (its
+	// window contains At, and it is the segment's, the API server's or
+	// every node's, or targets one of the takers: a node coming back
+	// takes its VIPs back); -1 when none does, a false alarm.
+	Excused int
 }
 
 // VIPResult is one VIP's figures over the run.
@@ -286,6 +311,20 @@ func Analyse(d *Data) Analysis {
 		res.NoHolderHealthy = total(subtract(nones, down), d.Start, d.End)
 		a.VIPs = append(a.VIPs, res)
 	}
+	for ri, r := range d.Records {
+		if !Keeps(r.Kind) || len(r.Nodes) != 1 || r.Nodes[0] >= len(d.Nodes) {
+			continue
+		}
+		for _, v := range r.Held {
+			a.Kept++
+			for _, h := range d.handovers(ri, v, wins) {
+				a.Handovers = append(a.Handovers, h)
+				if h.Excused < 0 {
+					a.Violations = append(a.Violations, Violation{Record: ri, VIP: v, What: fmt.Sprintf("handover to %v", h.Takers), Got: h.Len, At: h.At})
+				}
+			}
+		}
+	}
 	for _, k := range allKinds() {
 		if kr := byKind[k]; kr != nil {
 			a.Kinds = append(a.Kinds, *kr)
@@ -296,6 +335,53 @@ func Analyse(d *Data) Analysis {
 		a.Kinds = append(a.Kinds, *byKind[k])
 	}
 	return a
+}
+
+// handovers lists the spans in which v, held by the node of the keep fault
+// d.Records[ri] when it began, was not held by that node alone, from the
+// injection to KeepAfter after the fault was undone, each excused or not
+// by another fault whose window (wins) contains its start.
+func (d *Data) handovers(ri int, v netip.Addr, wins []Interval) []Handover {
+	r := d.Records[ri]
+	holder := d.Nodes[r.Nodes[0]]
+	span := Interval{r.Began, r.Ended.Add(KeepAfter)}
+	if span.End.After(d.End) {
+		span.End = d.End
+	}
+	cs := d.Holdings[v]
+	var out []Handover
+	for _, iv := range spans(cs, d.End, func(h []string) bool { return len(h) != 1 || h[0] != holder }) {
+		iv, ok := iv.clip(span.Start, span.End)
+		if !ok {
+			continue
+		}
+		h := Handover{Record: ri, VIP: v, At: iv.Start, Len: iv.Len(), Takers: []string{}, Excused: -1}
+		take := func(hs []string) {
+			for _, n := range hs {
+				if n != holder && !slices.Contains(h.Takers, n) {
+					h.Takers = append(h.Takers, n)
+				}
+			}
+		}
+		take(HoldersAt(cs, iv.Start))
+		for _, c := range cs {
+			if c.At.After(iv.Start) && !c.At.After(iv.End) {
+				take(c.Holders)
+			}
+		}
+		for j, o := range d.Records {
+			if j == ri || !wins[j].Contains(h.At) {
+				continue
+			}
+			info := kinds[o.Kind]
+			if info.nodes == 0 || info.all || slices.ContainsFunc(o.Nodes, func(n int) bool { return n < len(d.Nodes) && slices.Contains(h.Takers, d.Nodes[n]) }) {
+				h.Excused = j
+				break
+			}
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // outsideStalls returns ps without the probes that timed out in flight

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,5 +299,115 @@ func TestAnalyseStalls(t *testing.T) {
 	d.Stalls = []Interval{{at(6550), at(6900)}}
 	if os := Analyse(d).VIPs[1].Outages; len(os) != 1 || !os[0].Start.Equal(at(6610)) {
 		t.Errorf("B's outages %+v, want one from the refused probe at 6.61 s", os)
+	}
+}
+
+// starved is a run of 20 s over two VIPs: node1 holds A throughout, node2
+// B, and a cpu-starve fault on node1 runs from 2 s to 8 s; its handover
+// check spans 2 s to 10 s.
+func starved() *Data {
+	return &Data{
+		Start: at(0), End: at(20000),
+		Nodes: names3,
+		VIPs:  []netip.Addr{vipA, vipB},
+		Probes: [][]Probe{
+			probes(20000, "node1"),
+			probes(20000, "node2"),
+		},
+		Holdings: Holdings{
+			vipA: {{At: at(-500), Holders: []string{"node1"}}},
+			vipB: {{At: at(-500), Holders: []string{"node2"}}},
+		},
+		Records: []Record{
+			{Fault: Fault{Index: 1, Kind: CPUStarve, Nodes: []int{0}}, Began: at(2000), Ended: at(8000), Recovered: at(8000),
+				Held: []netip.Addr{vipA}, Bound: GracefulBound},
+		},
+		Allowance: time.Second,
+		DupBound:  3 * time.Second,
+	}
+}
+
+func TestAnalyseHandovers(t *testing.T) {
+	handover := func(ms int) []HolderChange {
+		return []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(ms), Holders: []string{"node1", "node2"}},
+			{At: at(ms + 50), Holders: []string{"node2"}}, {At: at(ms + 3000), Holders: []string{"node1"}}}
+	}
+	other := func(k Kind, nodes []int, began, ended int) Record {
+		return Record{Fault: Fault{Index: 2, Kind: k, Nodes: nodes}, Began: at(began), Ended: at(ended), Recovered: at(ended)}
+	}
+	for _, tc := range []struct {
+		name    string
+		changes []HolderChange
+		other   []Record
+		// found is how many handovers, false how many unexcused.
+		found, bad int
+		// got is the unexcused handover's length.
+		got time.Duration
+	}{
+		{name: "kept", changes: nil},
+		{name: "taken during the fault", changes: handover(5000), found: 1, bad: 1, got: 3000 * time.Millisecond},
+		{name: "taken within KeepAfter of its end", changes: handover(9000), found: 1, bad: 1, got: 1000 * time.Millisecond},
+		{name: "taken after KeepAfter", changes: handover(10500)},
+		{name: "taken before it", changes: handover(-2900)},
+		{name: "a lossy segment explains it", changes: handover(5000), other: []Record{other(Segment, nil, 4000, 6000)}, found: 1},
+		// node2 coming back takes its VIP back.
+		{name: "the taker's own fault explains it", changes: handover(5000), other: []Record{other(NodeDeath, []int{1}, 1000, 4800)}, found: 1},
+		{name: "a fault elsewhere does not", changes: handover(5000), other: []Record{other(NodeFreeze, []int{2}, 4000, 6000)}, found: 1, bad: 1, got: 3000 * time.Millisecond},
+		// A VIP that goes from its holder to none, then to node2 coming
+		// back, is node2's doing.
+		{name: "the taker after no holder", changes: []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{}},
+			{At: at(5100), Holders: []string{"node2"}}}, other: []Record{other(ServiceStop, []int{1}, 1000, 4800)}, found: 1},
+		{name: "no holder and back", changes: []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{}},
+			{At: at(5100), Holders: []string{"node1"}}}, other: []Record{other(ServiceStop, []int{1}, 1000, 4800)}, found: 1, bad: 1, got: 100 * time.Millisecond},
+		{name: "a fault whose window is over does not", changes: handover(5000), other: []Record{other(Segment, nil, 1000, 3000)}, found: 1, bad: 1, got: 3000 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := starved()
+			if tc.changes != nil {
+				d.Holdings[vipA] = tc.changes
+			}
+			d.Records = append(d.Records, tc.other...)
+			a := Analyse(d)
+			if a.Kept != 1 {
+				t.Errorf("%d VIPs checked, want 1 (A)", a.Kept)
+			}
+			if len(a.Handovers) != tc.found {
+				t.Errorf("handovers %+v, want %d", a.Handovers, tc.found)
+			}
+			var bad []Violation
+			for _, v := range a.Violations {
+				if strings.HasPrefix(v.What, "handover") {
+					bad = append(bad, v)
+				}
+			}
+			if len(bad) != tc.bad {
+				t.Fatalf("handover violations %+v, want %d", bad, tc.bad)
+			}
+			if tc.bad == 1 {
+				v := bad[0]
+				if want := map[bool]string{true: "handover to []", false: "handover to [node2]"}[tc.name == "no holder and back"]; v.Record != 0 || v.VIP != vipA || v.Got != tc.got || v.What != want {
+					t.Errorf("violation %+v, want #1's on A for %s, to node2", v, tc.got)
+				}
+				if s := v.String(d); !strings.Contains(s, "cpu-starve on node1") {
+					t.Errorf("violation text %q", s)
+				}
+			}
+		})
+	}
+}
+
+// TestAnalyseHandoverBeganTwice: a VIP on two nodes when the fault began
+// is a handover from the start, unless the fault that put it there
+// explains it.
+func TestAnalyseHandoverBeganTwice(t *testing.T) {
+	d := starved()
+	d.Holdings[vipA] = []HolderChange{{At: at(1900), Holders: []string{"node1", "node3"}}, {At: at(2500), Holders: []string{"node1"}}}
+	a := Analyse(d)
+	if len(a.Handovers) != 1 || !a.Handovers[0].At.Equal(at(2000)) || a.Handovers[0].Len != 500*time.Millisecond || a.Handovers[0].Excused != -1 {
+		t.Errorf("handovers %+v, want one of 500 ms from 2 s, unexcused", a.Handovers)
+	}
+	d.Records = append(d.Records, Record{Fault: Fault{Index: 2, Kind: NodeFreeze, Nodes: []int{2}}, Began: at(0), Ended: at(1800), Recovered: at(1800)})
+	if a := Analyse(d); len(a.Handovers) != 1 || a.Handovers[0].Excused != 1 {
+		t.Errorf("handovers %+v, want one, excused by the freeze of node3", a.Handovers)
 	}
 }

@@ -2,19 +2,24 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/kube"
@@ -333,7 +338,7 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		}
 	}()
 	switch f.Kind {
-	case PodDelete, Drain, Rollout, ConfigRollout:
+	case PodDelete, Drain, Rollout, ConfigRollout, CPUStarve:
 		t.api.RLock()
 		defer t.api.RUnlock()
 	case APIServerStop:
@@ -515,6 +520,35 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 			}
 			return err
 		})
+	case CPUStarve:
+		m := nodes[0]
+		pid, err := entrypoint(m)
+		if err != nil {
+			return err
+		}
+		ka, err := nodeRunning(m.Lab(), "keepalived")
+		if err != nil {
+			return err
+		}
+		if len(ka) < 2 {
+			return fmt.Errorf("%s runs %d keepalived processes, want 2", m.Name, len(ka))
+		}
+		mark()
+		if err := t.starve(ctx, m, f); err != nil {
+			return err
+		}
+		over()
+		rec.Recovered = rec.Ended
+		return ranThrough(m.Name, pid, ka, func() ([]lab.Proc, error) {
+			now, err := nodeRunning(m.Lab(), "ipfailover")
+			if err == nil && (len(now) != 1 || now[0].Pid != pid) {
+				err = fmt.Errorf("ipfailover (pid %d) on %s did not run through the starvation: now %+v", pid, m.Name, now)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return nodeRunning(m.Lab(), "keepalived")
+		})
 	case LinkCut:
 		m := nodes[0]
 		mark()
@@ -578,6 +612,63 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		return nil
 	}
 	return fmt.Errorf("the cluster cannot inject %s", f.Kind)
+}
+
+// burnerNamespace is where the burner pods of cpu-starve faults run: a
+// workload of another team's, outside ipfailover's namespace.
+const burnerNamespace = "default"
+
+// burnerPod is the pod of a cpu-starve fault on node: the image's shell
+// runs lab.BurnScript on cores loops, with a CPU request of milli
+// millicores, so its cgroup's share is that much larger than
+// ipfailover's. It is bound to the node (no scheduler in the way) and
+// stops on SIGTERM at once.
+func burnerPod(node, image string, cores, milli int) ([]byte, error) {
+	grace := int64(1)
+	p := corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cpu-starve-" + node, Namespace: burnerNamespace, Labels: map[string]string{"app": "cpu-starve"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name:            "burn",
+				Image:           image,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"sh", "-c", lab.BurnScript, "sh", strconv.Itoa(cores)},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: *resource.NewMilliQuantity(int64(milli), resource.DecimalSI),
+				}},
+			}},
+		},
+	}
+	return json.Marshal(p)
+}
+
+// starve runs a burner pod on m for f's length: from its container's
+// start (the pod Running) to its deletion, which waits until it is gone.
+func (t *kubeTarget) starve(ctx context.Context, m *kube.Machine, f Fault) error {
+	pod, err := burnerPod(m.Name, t.o.Image, runtime.NumCPU(), starveCPURequest())
+	if err != nil {
+		return err
+	}
+	name := "cpu-starve-" + m.Name
+	return hold(ctx, f.Length, func(ctx context.Context) error {
+		if _, err := t.c.KubectlInput(ctx, pod, "create", "-f", "-"); err != nil {
+			return err
+		}
+		if _, err := t.c.Kubectl(ctx, "-n", burnerNamespace, "wait", "--for=jsonpath={.status.phase}=Running", "pod/"+name, "--timeout=2m"); err != nil {
+			var p corev1.Pod
+			_ = t.c.KubectlJSON(ctx, &p, "-n", burnerNamespace, "get", "pod", name)
+			_, _ = t.c.Kubectl(context.WithoutCancel(ctx), "-n", burnerNamespace, "delete", "pod", name, "--wait=true", "--timeout=1m")
+			return fmt.Errorf("%w (phase %s: %s %s)", err, p.Status.Phase, p.Status.Reason, p.Status.Message)
+		}
+		return nil
+	}, func(ctx context.Context) error {
+		_, err := t.c.Kubectl(ctx, "-n", burnerNamespace, "delete", "pod", name, "--wait=true", "--timeout=1m")
+		return err
+	})
 }
 
 // settled checks the cluster at the end of a run: every VIP on exactly

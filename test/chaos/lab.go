@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -65,6 +67,19 @@ type labTarget struct {
 	locks map[*lab.Node]*sync.Mutex
 	confs map[string]*keepalived.Conf
 	out   map[*lab.Node]*lab.Output
+	// cgroup is the lab's cgroup (makeCgroups), groups each node's;
+	// harnessFrom is the group this program left for the lab's.
+	cgroup      string
+	groups      map[*lab.Node]nodeGroups
+	harnessFrom *lab.CPUGroup
+}
+
+// nodeGroups are a node's cgroups below the lab's: its checked service's,
+// with a program's default share, ipfailover's and the burner's of a
+// cpu-starve fault, with the shares of their pods' CPU requests on the
+// cluster.
+type nodeGroups struct {
+	svc, ipf, burner *lab.CPUGroup
 }
 
 // nodeProcs are a node's service and ipfailover, and which of their exits
@@ -95,7 +110,61 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 		}
 		t.out[n] = lab.NewOutput(copyTo)
 	}
+	if err := t.makeCgroups(); err != nil {
+		return nil, errors.Join(err, t.close())
+	}
 	return t, nil
+}
+
+// makeCgroups gives the lab a cgroup of the cpu controller and each node
+// one below it, as a machine of its own; in a node's, its checked
+// service's (a program of the node's own, beside the pods as on the
+// cluster), ipfailover's (where its processes, keepalived's included, run)
+// and a burner's, with the CPU shares of the manifests' request and of
+// the burner pod's on the cluster. A burner starves its own node, not the
+// services of the others. This program, the client and the segment's
+// delay among its work, runs in the lab's group too, with the largest
+// share: a burner must not starve the measurement.
+func (t *labTarget) makeCgroups() error {
+	t.cgroup = "ipfailover-chaos-" + t.c.Name
+	t.groups = map[*lab.Node]nodeGroups{}
+	// The lab weighs as its nodes' machines against the other programs
+	// of this one, which it shares.
+	machine := runtime.NumCPU() * 1000
+	if _, err := lab.NewCPUGroup(t.cgroup, len(t.c.Nodes)*machine); err != nil {
+		return err
+	}
+	from, err := lab.CPUGroupOf(os.Getpid())
+	if err != nil {
+		return err
+	}
+	harness, err := lab.NewCPUGroup(t.cgroup+"/harness", harnessCPU)
+	if err != nil {
+		return err
+	}
+	if err := harness.Add(os.Getpid()); err != nil {
+		return err
+	}
+	t.harnessFrom = from
+	for _, n := range t.c.Nodes {
+		if _, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name, machine); err != nil {
+			return err
+		}
+		svc, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/service", programCPU)
+		if err != nil {
+			return err
+		}
+		ipf, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/ipfailover", ipfailoverCPURequest)
+		if err != nil {
+			return err
+		}
+		burner, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/burner", starveCPURequest())
+		if err != nil {
+			return err
+		}
+		t.groups[n] = nodeGroups{svc: svc, ipf: ipf, burner: burner}
+	}
+	return nil
 }
 
 func (t *labTarget) name() string { return "lab" }
@@ -193,6 +262,10 @@ func (t *labTarget) startService(ctx context.Context, n *lab.Node) error {
 	if err != nil {
 		return err
 	}
+	if err := t.groups[n].svc.Add(p.Pid); err != nil {
+		_ = p.Kill()
+		return err
+	}
 	t.mu.Lock()
 	t.procs[n].svc = p
 	t.mu.Unlock()
@@ -203,6 +276,11 @@ func (t *labTarget) startService(ctx context.Context, n *lab.Node) error {
 func (t *labTarget) startIPFailover(ctx context.Context, n *lab.Node) error {
 	p, err := n.Start(ctx, []string{t.o.Binary, "run"}, t.env, t.out[n])
 	if err != nil {
+		return err
+	}
+	// Before it starts keepalived, which is born in its group.
+	if err := t.groups[n].ipf.Add(p.Pid); err != nil {
+		_ = p.Kill()
 		return err
 	}
 	t.mu.Lock()
@@ -478,6 +556,41 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 		}); err != nil {
 			return err
 		}
+	case CPUStarve:
+		n := nodes[0]
+		p := t.ipf(n)
+		ka, err := p.Find("keepalived")
+		if err != nil {
+			return err
+		}
+		if p.Exited() || len(ka) < 2 {
+			return fmt.Errorf("%s runs no ipfailover and keepalived's two processes (%d keepalived)", n.Name, len(ka))
+		}
+		g := t.groups[n]
+		for _, q := range append(ka, lab.Proc{Pid: p.Pid}) {
+			if in, err := g.ipf.Has(q.Pid); err != nil || !in {
+				return fmt.Errorf("%s: pid %d (%s) is not in cgroup %s%s", n.Name, q.Pid, q.Comm, g.ipf.Path, errString(err))
+			}
+		}
+		mark()
+		b, err := n.Burn(ctx, runtime.NumCPU(), g.burner)
+		if err != nil {
+			return err
+		}
+		serr := sleep(ctx, f.Length)
+		_ = b.Kill()
+		<-b.Done()
+		rec.Ended = time.Now()
+		rec.Recovered = rec.Ended
+		if serr != nil {
+			return serr
+		}
+		return ranThrough(n.Name, p.Pid, ka, func() ([]lab.Proc, error) {
+			if p.Exited() {
+				return nil, fmt.Errorf("ipfailover (pid %d) on %s exited", p.Pid, n.Name)
+			}
+			return p.Find("keepalived")
+		})
 	case LinkCut:
 		n := nodes[0]
 		mark()
@@ -586,6 +699,13 @@ func (t *labTarget) metricsURL(node string) string {
 
 func (t *labTarget) close() error {
 	err := t.c.Close()
+	if t.harnessFrom != nil {
+		err = errors.Join(err, t.harnessFrom.Add(os.Getpid()))
+		t.harnessFrom = nil
+	}
+	if t.cgroup != "" {
+		err = errors.Join(err, lab.RemoveCPUGroup(t.cgroup))
+	}
 	if left, lerr := t.c.Leftovers(); lerr != nil || len(left) > 0 {
 		err = errors.Join(err, lerr, fmt.Errorf("namespaces left: %v", left))
 	}

@@ -149,6 +149,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	}
 	p("- duplicate healed: %d times a VIP sat on two nodes, the longest %s past the end of the faults in progress, limit %s (the split-brain detector's: a first round of 2 s and a confirming one of 1 s): %s",
 		dups, fmtDur(dupWorst), fmtDur(d.DupBound), okText(dupBroken == 0, fmt.Sprintf("%d over", dupBroken)))
+	p("%s", keptText(d, a))
 	unexplained := 0
 	for _, v := range a.Violations {
 		if v.Record < 0 {
@@ -223,7 +224,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 			lim = fmtDur(r.Bound)
 		}
 		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", r.Index, fmtOffset(r.Start), fmtOffset(r.Began.Sub(d.Start)), fmtOffset(r.Ended.Sub(d.Start)),
-			fmtOffset(r.Recovered.Sub(d.Start)), r.Describe(d.Nodes), vipList(r.Held), lim, strings.Join(outs, ", "), strings.Join(r.Notes, "; "))
+			fmtOffset(r.Recovered.Sub(d.Start)), r.Describe(d.Nodes), vipList(r.Held), lim, strings.Join(outs, ", "), strings.Join(append(slices.Clone(r.Notes), handoverNotes(d, a, ri)...), "; "))
 	}
 	p("")
 
@@ -235,6 +236,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
 	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last change (a fault begun or undone) while the outage was within it. A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
 		fmtDur(GracefulBound), 8, fmtDur(limitMargin), fmtDur(limitMargin), fmtDur(d.DupBound))
+	p("- **No handover** (%s): every VIP the fault's node held when it began must be held by that node alone until %s after the fault is undone; a span in which it was not is excused only by another fault whose window contains its start and that is the segment's, the API server's or every node's, or targets a node that took the VIP in that span (a node coming back takes its VIPs back).", kindsKeeping(), fmtDur(KeepAfter))
 	p("- **Segment**: this kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off): loss is an nftables rule in the bridge that drops that share of every frame it forwards, delay and reordering a netfilter queue in the bridge that holds each IPv4 and IPv6 packet for delay ± jitter (ARP and neighbour discovery are lost but not delayed).")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -344,6 +346,63 @@ func okText(ok bool, bad string) string {
 		return "ok"
 	}
 	return "**" + bad + "**"
+}
+
+// keptText is the limits' line on the keep faults: the VIPs their nodes
+// held, the handovers found and how many of them another fault excused.
+func keptText(d *Data, a *Analysis) string {
+	faults := 0
+	for _, r := range d.Records {
+		if Keeps(r.Kind) {
+			faults++
+		}
+	}
+	head := fmt.Sprintf("- no handover (%s): ", kindsKeeping())
+	if faults == 0 {
+		return head + "no such fault"
+	}
+	excused, longest := 0, time.Duration(0)
+	for _, h := range a.Handovers {
+		if h.Excused >= 0 {
+			excused++
+			continue
+		}
+		longest = max(longest, h.Len)
+	}
+	bad := len(a.Handovers) - excused
+	text := fmt.Sprintf("%d faults, %d VIPs held when they began, %d handovers (%d excused by another fault)", faults, a.Kept, len(a.Handovers), excused)
+	if bad > 0 {
+		text += fmt.Sprintf(", the longest unexcused %s", fmtDur(longest))
+	}
+	return head + text + ": " + okText(bad == 0, fmt.Sprintf("%d false alarms", bad))
+}
+
+// handoverNotes describes the handovers of record ri's VIPs.
+func handoverNotes(d *Data, a *Analysis, ri int) []string {
+	var ns []string
+	for _, h := range a.Handovers {
+		if h.Record != ri {
+			continue
+		}
+		n := fmt.Sprintf("%s to %v at %s for %s", shortVIP(h.VIP), h.Takers, fmtOffset(h.At.Sub(d.Start)), fmtDur(h.Len))
+		if h.Excused >= 0 {
+			n += fmt.Sprintf(" (excused by #%d)", d.Records[h.Excused].Index)
+		} else {
+			n = "**handover: " + n + "**"
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+func kindsKeeping() string {
+	var ks []string
+	for _, k := range allKinds() {
+		if Keeps(k) {
+			ks = append(ks, string(k))
+		}
+	}
+	return strings.Join(ks, ", ")
 }
 
 func kindsWith(l Limit) string {

@@ -62,6 +62,13 @@ const (
 	// read. The same ipfailover must run on afterwards; keepalived holds
 	// its VIPs throughout, so the fault is held to the tightest bound.
 	AddressStorm Kind = "address-storm"
+	// CPUStarve saturates every core of a node with other processes that
+	// have a larger CPU share than ipfailover's (on the lab a process in
+	// the node's cgroup, beside ipfailover's; on the cluster a pod of the
+	// node with a larger CPU request), and stops them after the fault's
+	// length. ipfailover and keepalived run on, so the holder keeps its
+	// VIPs: no handover and no outage.
+	CPUStarve Kind = "cpu-starve"
 
 	// The cluster's own faults.
 
@@ -116,6 +123,10 @@ type kindInfo struct {
 	// cooldown is the least time between two faults of the kind on one
 	// node (keepalived's crash-loop rule counts deaths in a minute).
 	cooldown time.Duration
+	// keep is set when the fault's node must keep every VIP it holds: no
+	// other node may hold one of them from the injection to KeepAfter
+	// after the fault is undone (see Analysis.Handovers).
+	keep bool
 }
 
 var kinds = map[Kind]kindInfo{
@@ -130,11 +141,22 @@ var kinds = map[Kind]kindInfo{
 	Segment:         {length: [2]time.Duration{5 * time.Second, 15 * time.Second}, limit: DeadNode},
 	Rollout:         {all: true, down: true, limit: Graceful},
 	AddressStorm:    {nodes: 1, length: [2]time.Duration{2 * time.Second, 4 * time.Second}, limit: Graceful},
+	CPUStarve:       {nodes: 1, length: [2]time.Duration{5 * time.Second, 30 * time.Second}, limit: Graceful, keep: true},
 	PodDelete:       {nodes: 1, down: true, limit: Graceful},
 	ConfigRollout:   {all: true, down: true, limit: Graceful},
 	Drain:           {nodes: 1, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, down: true, limit: Graceful},
 	APIServerStop:   {length: [2]time.Duration{5 * time.Second, 20 * time.Second}, limit: DeadNode},
 }
+
+// KeepAfter is how long after a keep fault (CPUStarve) is undone its node
+// must still hold every VIP it held: a backup whose master-down timer ran
+// out on the starved holder's late adverts takes over just after the
+// fault as well as during it.
+const KeepAfter = 2 * time.Second
+
+// Keeps reports whether a fault of kind k must leave its node every VIP it
+// holds.
+func Keeps(k Kind) bool { return kinds[k].keep }
 
 // LimitOf returns the limit class of a kind.
 func LimitOf(k Kind) Limit { return kinds[k].limit }
@@ -148,6 +170,7 @@ func Down(k Kind) bool { return kinds[k].down }
 var LabKinds = []Weighted{
 	{ServiceStop, 3}, {KeepalivedKill, 2}, {EntrypointTerm, 3}, {NodeDeath, 2}, {NodeFreeze, 2},
 	{LinkCut, 2}, {Partition, 2}, {PartitionOneWay, 2}, {Segment, 2}, {Rollout, 1}, {AddressStorm, 2},
+	{CPUStarve, 2},
 }
 
 // KubeKinds are the kinds the real cluster injects. Its node death is the
@@ -156,7 +179,7 @@ var LabKinds = []Weighted{
 var KubeKinds = []Weighted{
 	{ServiceStop, 2}, {KeepalivedKill, 1}, {EntrypointTerm, 1}, {PodDelete, 2}, {Drain, 2}, {NodeDeath, 2},
 	{NodeFreeze, 1}, {LinkCut, 2}, {Partition, 1}, {PartitionOneWay, 1}, {Segment, 1}, {Rollout, 1},
-	{ConfigRollout, 1}, {APIServerStop, 2}, {AddressStorm, 2},
+	{ConfigRollout, 1}, {APIServerStop, 2}, {AddressStorm, 2}, {CPUStarve, 2},
 }
 
 // Weighted is a kind and its weight in the draw.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -100,4 +102,43 @@ func outlives(ctx context.Context, alive func() error) error {
 		}
 	}
 	return alive()
+}
+
+// ipfailoverCPURequest is the CPU request of deploy/'s ipfailover
+// container, in millicores.
+const ipfailoverCPURequest = 100
+
+// programCPU is the CPU share of a program of a node's own (the
+// checked service), in millicores: a process's default weight.
+const programCPU = 1000
+
+// harnessCPU is the CPU share of the harness in the lab's group, in
+// millicores: the largest share there is.
+const harnessCPU = 256000
+
+// starveCPURequest is the CPU request of a cpu-starve fault's burner, in
+// millicores: the rest of a node with this machine's cores.
+func starveCPURequest() int { return runtime.NumCPU()*1000 - ipfailoverCPURequest }
+
+// ranThrough checks that a starved node's ipfailover (pid) and keepalived
+// (ka, its processes before the fault) ran through the fault: now lists
+// keepalived's processes after it, or fails when ipfailover is gone.
+func ranThrough(node string, pid int, ka []lab.Proc, now func() ([]lab.Proc, error)) error {
+	after, err := now()
+	if err != nil {
+		return err
+	}
+	var before, still []int
+	for _, q := range ka {
+		before = append(before, q.Pid)
+	}
+	for _, q := range after {
+		still = append(still, q.Pid)
+	}
+	slices.Sort(before)
+	slices.Sort(still)
+	if !slices.Equal(before, still) {
+		return fmt.Errorf("keepalived on %s did not run through the starvation: pids %v before, %v after (ipfailover pid %d)", node, before, still, pid)
+	}
+	return nil
 }

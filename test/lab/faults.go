@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // KillAll kills every process started on the node at once, as a node whose
@@ -207,4 +209,63 @@ func (n *Node) batch(ctx context.Context, script string, force bool) error {
 func firstLines(s string, n int) string {
 	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
 	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// BurnScript is a shell program that keeps $1 cores busy, one loop of
+// shell built-ins each, until it is killed or gets SIGTERM; as a PID
+// namespace's init its exit ends the loops too. Any image with a POSIX
+// shell runs it.
+const BurnScript = `trap 'exit 0' TERM
+i=0
+while [ "$i" -lt "$1" ]; do
+	(while :; do :; done) &
+	i=$((i + 1))
+done
+wait`
+
+// Burn starts BurnScript on cores loops in the node, every process of it
+// in g, and returns it once all the loops run there; Kill stops them all.
+func (n *Node) Burn(ctx context.Context, cores int, g *CPUGroup) (*Process, error) {
+	p, err := n.Start(ctx, []string{"sh", "-c", BurnScript, "sh", strconv.Itoa(cores)}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Process, error) {
+		_ = p.Kill()
+		<-p.Done()
+		return nil, err
+	}
+	// The script forks its loops from the start: the ones forked before
+	// it joined g are moved after it.
+	if err := g.Add(p.Pid); err != nil {
+		return fail(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ps, err := p.Procs()
+		if err != nil {
+			return fail(err)
+		}
+		in := 0
+		for _, q := range ps {
+			if err := g.Add(q.Pid); err != nil {
+				return fail(err)
+			}
+			if ok, _ := g.Has(q.Pid); ok {
+				in++
+			}
+		}
+		if in >= cores+1 {
+			n.cluster.log.Info("burning", "node", n.Name, "cores", cores, "cgroup", g.Path)
+			return p, nil
+		}
+		if time.Now().After(deadline) || p.Exited() {
+			return fail(fmt.Errorf("%s: %d of the burner's %d processes in cgroup %s", n.Name, in, cores+1, g.Path))
+		}
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
