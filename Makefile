@@ -89,8 +89,11 @@ CHAOS_REPORTS ?= $(wildcard out/chaos/*/report.md)
 # backticks reach the page as written.)
 PERF_NOTE     ?=
 export PERF_NOTE
+# BENCH_EXTRA: tables of later partial runs (make bench's -only), shown
+# after the whole run's.
+BENCH_EXTRA   ?=
 perf-docs:
-	$(GO) run ./test/cmd/perfdocs -bench $(BENCH_MD) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
+	$(GO) run ./test/cmd/perfdocs -bench $(BENCH_MD) $(foreach f,$(BENCH_EXTRA),-extra $(f)) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)
