@@ -54,7 +54,7 @@ var (
 const priorityClass = "system-node-critical"
 
 var (
-	podRequests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	podRequests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
 	podLimits   = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}
 )
 

@@ -34,7 +34,7 @@ func TestIPFailoverCPURequest(t *testing.T) {
 	if got != ipfailoverCPURequest {
 		t.Errorf("deploy/base's ipfailover requests %dm of CPU, the chaos lab's cgroup %dm", got, ipfailoverCPURequest)
 	}
-	if starveCPURequest() <= 10*ipfailoverCPURequest {
+	if starveCPURequest() <= 5*ipfailoverCPURequest {
 		t.Errorf("the burner requests %dm, not much more than ipfailover's %dm", starveCPURequest(), ipfailoverCPURequest)
 	}
 }

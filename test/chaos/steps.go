@@ -106,7 +106,7 @@ func outlives(ctx context.Context, alive func() error) error {
 
 // ipfailoverCPURequest is the CPU request of deploy/'s ipfailover
 // container, in millicores.
-const ipfailoverCPURequest = 100
+const ipfailoverCPURequest = 250
 
 // programCPU is the CPU share of a program of a node's own (the
 // checked service), in millicores: a process's default weight.
