@@ -153,7 +153,7 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 	return rows, nil
 }
 
-// failover hits the holder of one VIP (round picks which) with kind, at a
+// failover hits a holder (round picks which: the nodes in turn) with kind, at a
 // random moment of the advert interval, while the client probes every
 // VIP, and returns, per VIP the holder had, the time from the fault to the
 // first probe another node answered, with the best backup's master-down
@@ -164,10 +164,15 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 	if err != nil {
 		return nil, err
 	}
-	victim := hm[labVIPs[round%len(labVIPs)]]
-	node := slices.IndexFunc(t.c.Nodes, func(m *kube.Machine) bool { return m.Lab() == victim })
-	if node < 0 {
-		return nil, fmt.Errorf("%s is held by no node of the cluster", labVIPs[round%len(labVIPs)])
+	// The nodes in turn, each while it holds a VIP.
+	node := round % len(t.c.Nodes)
+	victim := t.c.Nodes[node].Lab()
+	if !hm.Holds(victim) {
+		victim = hm[labVIPs[round%len(labVIPs)]]
+		node = slices.IndexFunc(t.c.Nodes, func(m *kube.Machine) bool { return m.Lab() == victim })
+		if node < 0 {
+			return nil, fmt.Errorf("%s is held by no node of the cluster", labVIPs[round%len(labVIPs)])
+		}
 	}
 	name := t.c.Nodes[node].Name
 	if err := t.readConfigs(ctx); err != nil {
@@ -197,9 +202,9 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 		targets = append(targets, netip.AddrPortFrom(v, ServicePort))
 	}
 	p := StartProber(ctx, dial, targets, ProbeInterval, ProbeDeadline)
-	probes := func() [][]Probe { return p.Stop() }
+	stopped := false
 	defer func() {
-		if p != nil {
+		if !stopped {
 			p.Stop()
 		}
 	}()
@@ -215,8 +220,10 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 	if _, err := t.c.Holders(ctx, labVIPs, kubeSettled); err != nil {
 		return nil, err
 	}
-	all := probes()
-	p = nil
+	all, stopped := p.Stop(), true
+	for _, st := range p.Stalls() {
+		fmt.Fprintf(t.o.Progress, "kube bench: the client stalled from %s for %s\n", st.Start.UTC().Format("15:04:05.000"), st.Len().Round(time.Millisecond))
+	}
 	var out []bench.Sample
 	for j, i := range held {
 		at, ok := answeredElsewhere(all[i], rec.Began, name)
@@ -311,10 +318,17 @@ func (t *kubeTarget) upgrade(ctx context.Context, change func() error) (gaps, tw
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, st := range p.Stalls() {
+		fmt.Fprintf(t.o.Progress, "kube bench: the client stalled from %s for %s\n", st.Start.UTC().Format("15:04:05.000"), st.Len().Round(time.Millisecond))
+	}
 	for i, v := range labVIPs {
 		var worst time.Duration
 		for _, o := range Outages(all[i]) {
 			worst = max(worst, o.Len())
+			if o.Len() >= 100*time.Millisecond {
+				fmt.Fprintf(t.o.Progress, "kube bench: %s: outage from %s for %s, %d probes failed (%s)\n", v,
+					o.Start.UTC().Format("15:04:05.000"), o.Len().Round(time.Millisecond), o.Failed, o.Reason)
+			}
 		}
 		if len(all[i]) == 0 {
 			return nil, nil, errors.New("no probe was sent")

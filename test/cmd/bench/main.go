@@ -112,7 +112,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	if *only != "" {
 		o.Phases = strings.Split(*only, ",")
 	}
-	kubeFaults := chaos.KubeBench{UpgradeRounds: 1}
+	kubeFaults := chaos.KubeBench{UpgradeRounds: min(*rounds, 2)}
 	if *only == "" || slices.Contains(o.Phases, "kube-failover") {
 		kubeFaults.Rounds = *rounds
 	}
