@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"slices"
 	"time"
 
@@ -94,10 +95,15 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 		}
 		samples[row] = append(samples[row], s)
 	}
+	// The machine's load during each group of rows goes into their notes:
+	// a starved client or node lengthens what the rows see.
+	var failoverLoad, upgradeLoad []float64
 	for round := range b.Rounds {
 		for _, k := range failoverKinds {
 			fmt.Fprintf(t.o.Progress, "kube bench: %s, round %d of %d\n", k.kind, round+1, b.Rounds)
+			failoverLoad = loadAverage(failoverLoad)
 			ss, err := t.failover(ctx, k.kind, round)
+			failoverLoad = loadAverage(failoverLoad)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k.row, err)
 			}
@@ -112,6 +118,7 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 		}
 		for round := range max(b.UpgradeRounds, 1) {
 			fmt.Fprintf(t.o.Progress, "kube bench: rolling update from %s, round %d\n", b.UpgradeFrom, round+1)
+			upgradeLoad = loadAverage(upgradeLoad)
 			gaps, twice, err := t.upgrade(ctx, func() error { return t.c.Apply(ctx, t.overlay()) })
 			if err != nil {
 				return nil, fmt.Errorf("rolling update from %s: %w", b.UpgradeFrom, err)
@@ -125,6 +132,7 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 				_, err := t.c.Kubectl(ctx, "-n", kube.Namespace, "rollout", "undo", deployment)
 				return err
 			})
+			upgradeLoad = loadAverage(upgradeLoad)
 			if err != nil {
 				return nil, fmt.Errorf("rollback to %s: %w", b.UpgradeFrom, err)
 			}
@@ -142,15 +150,24 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 			row.LimitRule = "3 × advert_int + the best backup's skew"
 			row.Note = fmt.Sprintf("per VIP the holder had, from the fault (at a random moment of the advert interval) to the first answer from another node, by a client probing every VIP every %s (HTTP to the checked service, which answers with its node's name); the node back after %s", ProbeInterval, failoverHold)
 			row.Check("worst", failoverTarget)
+			row.Note += loadNote(failoverLoad)
 		case fmt.Sprintf(rowUpgradeGap, b.UpgradeFrom), fmt.Sprintf(rowRollbackGap, b.UpgradeFrom):
-			row.Note = fmt.Sprintf("kubectl apply of the overlay with the image changed, or kubectl rollout undo; a client probing every VIP every %s, until the rollout is over and the holders settled", ProbeInterval)
+			row.Note = fmt.Sprintf("kubectl apply of the overlay with the image changed, or kubectl rollout undo; a client probing every VIP every %s, until the rollout is over and the holders settled", ProbeInterval) + loadNote(upgradeLoad)
 		default:
-			row.Note = "by netlink dumps of every node every 5 ms, over the whole update until the holders settled"
+			row.Note = "by netlink dumps of every node every 5 ms, over the whole update until the holders settled" + loadNote(upgradeLoad)
 			row.Check("worst", twiceTarget)
 		}
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// loadNote gives the range of the machine's 1-minute load averages ls.
+func loadNote(ls []float64) string {
+	if len(ls) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the machine's 1-minute load average %.1f–%.1f (%d cores, shared)", slices.Min(ls), slices.Max(ls), runtime.NumCPU())
 }
 
 // failover hits a holder (round picks which: the nodes in turn) with kind, at a
