@@ -36,6 +36,12 @@ const (
 	DefaultKeepalivedConfig  = "/etc/keepalived/keepalived.conf"
 	DefaultMetricsAddress    = ":9650"
 	DefaultAdvertInterval    = time.Second
+	// FastAdvertInterval is the advert interval of a fleet whose peers come
+	// from the pods, OPENSHIFT_HA_ADVERT_INTERVAL unset, while every pod
+	// of the workload can speak it (Config.FleetAdverts): VRRPv3, a dead
+	// holder's VIPs taken after three of them. Chosen from measurements
+	// (docs/performance.md).
+	FastAdvertInterval = 200 * time.Millisecond
 )
 
 // Raw holds the variables as the environment gives them. envconfig fills
@@ -199,8 +205,16 @@ type Config struct {
 	Preemption    Preemption
 	AdminEmails   []string
 	SMTPServer    string
-	// AdvertInterval is advert_int; fractions need VRRPv3.
+	// AdvertInterval is advert_int; fractions need VRRPv3. With
+	// FleetAdverts it is the slow interval, the fleet's fast one being
+	// FastAdvertInterval (Config.Adverts).
 	AdvertInterval time.Duration
+	// FleetAdverts is set with the peers from the pods,
+	// OPENSHIFT_HA_ADVERT_INTERVAL unset and the multicast bridge not
+	// forced on: the fleet speaks VRRPv3 at
+	// FastAdvertInterval while every pod can (Node.FastAdverts), VRRPv2 at
+	// 1 s otherwise.
+	FleetAdverts bool
 	// GARPRefresh is how often a master announces its VIPs again
 	// (keepalived's vrrp_garp_master_refresh), 0 for never; each time it
 	// sends GARPRefreshRepeat announcements per VIP.
@@ -296,6 +310,9 @@ func Parse(r Raw) (*Config, error) {
 	c.PeersFromPods = r.PeersFrom != "" && c.Unicast
 	c.PodName, c.PodNamespace = podIdentity(&p, r.PodName, r.PodNamespace)
 	c.MulticastBridge = bridge(&p, r.MulticastBridge, c.Unicast)
+	// A bridge forced on relays to multicast nodes the watch does not
+	// see: they speak VRRPv2 at 1 s.
+	c.FleetAdverts = c.PeersFromPods && r.AdvertInterval == "" && c.MulticastBridge != BridgeOn
 
 	if c.IPTablesChain != "" {
 		if err := iptables.CheckChainName(c.IPTablesChain); err != nil {
@@ -515,6 +532,17 @@ func preemption(p *problems, value string) Preemption {
 	}
 	p.add("OPENSHIFT_HA_PREEMPTION", value, `must be "nopreempt" or "preempt_delay N" with N seconds 0..1000`)
 	return Preemption{Delay: DefaultPreemptDelay}
+}
+
+// Adverts is the advert interval keepalived runs on node, and whether it
+// speaks VRRPv3 for IPv4 (IPv6 is always VRRPv3): fractions of a second
+// need it.
+func (c *Config) Adverts(node Node) (interval time.Duration, v3 bool) {
+	interval = c.AdvertInterval
+	if c.FleetAdverts && node.FastAdverts {
+		interval = FastAdvertInterval
+	}
+	return interval, interval%time.Second != 0
 }
 
 func advertInterval(p *problems, value string) time.Duration {

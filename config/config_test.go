@@ -449,3 +449,35 @@ func TestOnPremRouterIDs(t *testing.T) {
 		t.Errorf("fletcher8(abc) = %#x, want 0x19", got)
 	}
 }
+
+// The advert interval follows the fleet only with the peers from the pods
+// and no OPENSHIFT_HA_ADVERT_INTERVAL.
+func TestAdverts(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		raw      Raw
+		fast     bool
+		interval time.Duration
+		v3       bool
+	}{
+		{"pods, every pod fast", Raw{PeersFrom: "pods", PodName: "p"}, true, FastAdvertInterval, true},
+		{"pods, a slow pod", Raw{PeersFrom: "pods", PodName: "p"}, false, time.Second, false},
+		{"pods, explicit", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "1"}, true, time.Second, false},
+		{"pods, explicit fraction", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "0.5"}, false, 500 * time.Millisecond, true},
+		{"pods, the bridge forced on", Raw{PeersFrom: "pods", PodName: "p", MulticastBridge: "true"}, true, time.Second, false},
+		{"static peers", Raw{UnicastPeers: "192.0.2.11,192.0.2.12"}, true, time.Second, false},
+		{"multicast", Raw{}, true, time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.raw.VirtualIPs = "192.0.2.100"
+			c, err := Parse(tt.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			interval, v3 := c.Adverts(Node{FastAdverts: tt.fast})
+			if interval != tt.interval || v3 != tt.v3 {
+				t.Errorf("Adverts = %v, v3 %v; want %v, v3 %v", interval, v3, tt.interval, tt.v3)
+			}
+		})
+	}
+}

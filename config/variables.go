@@ -195,8 +195,8 @@ func Settings() []Setting {
 		},
 		{
 			Name:    "OPENSHIFT_HA_ADVERT_INTERVAL",
-			Default: code(seconds(DefaultAdvertInterval)),
-			Meaning: "VRRP advert interval in seconds; fractions (`0.1`) switch IPv4 to VRRPv3 for sub-second crash failover. Every node of the VRRP domain must use the same value, so leave it unset during a migration from the shipped image",
+			Default: "unset: " + code(seconds(FastAdvertInterval)) + " (VRRPv3) while every pod of the workload speaks it, with `OPENSHIFT_HA_UNICAST_PEERS_FROM=pods`; " + code(seconds(DefaultAdvertInterval)) + " (VRRPv2) otherwise",
+			Meaning: "VRRP advert interval in seconds; a dead node's VIPs move after 3 of them. Set, it holds for every mode; fractions (`0.1`) switch IPv4 to VRRPv3. Every node of the VRRP domain must use the same value, so leave it unset during a migration from the shipped image ([concepts](docs/concepts.md#advert-interval))",
 			New:     true,
 		},
 		{

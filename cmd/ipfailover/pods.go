@@ -29,6 +29,10 @@ type podPeers struct {
 	mu         sync.Mutex
 	applied    []netip.Addr
 	lastChange time.Time
+	// interval is the advert interval keepalived runs with;
+	// followsFleet says that it follows the fleet.
+	interval     time.Duration
+	followsFleet bool
 }
 
 // podIdentity checks that this pod can find its peers: its name, its
@@ -58,7 +62,7 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	if err != nil {
 		return nil, &plan.ConfigError{Err: err}
 	}
-	w := membership.New(membership.Options{Client: client, Reconnect: client.CloseConnections, Namespace: ns, Pod: cfg.PodName, Logger: log})
+	w := membership.New(membership.Options{Client: client, Reconnect: client.CloseConnections, Namespace: ns, Pod: cfg.PodName, Logger: log, FastAdverts: cfg.FleetAdverts})
 	log.Info("finding the unicast peers: the other pods of this pod's workload", "pod", cfg.PodName, "namespace", ns)
 	if err := w.Prepare(ctx, p.SourceAddrs()); err != nil {
 		return nil, fmt.Errorf("watching the workload's pods: %w", err)
@@ -70,12 +74,12 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	return &podPeers{w: w}, nil
 }
 
-// members are the addresses the other pods publish now; ok is false when
-// the watch does not show this pod itself, a view not to be trusted (the
-// API server answering from a half-restored state, say).
-func (pp *podPeers) members() (peers []netip.Addr, ok bool) {
+// fleet is what the other pods publish now; ok is false when the watch
+// does not show this pod itself, a view not to be trusted (the API server
+// answering from a half-restored state, say).
+func (pp *podPeers) fleet() (f plan.Fleet, ok bool) {
 	v := pp.w.View()
-	return v.Peers(), slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.Self })
+	return plan.Fleet{Members: v.Peers(), Fast: v.Fast()}, slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.Self })
 }
 
 // applied records the peers keepalived now runs with.
@@ -97,6 +101,7 @@ func (pp *podPeers) apply(p *plan.Plan) (added, removed []netip.Addr) {
 		pp.lastChange = time.Now()
 	}
 	pp.applied = now
+	pp.interval, pp.followsFleet = p.AdvertInterval(), p.Config.FleetAdverts
 	return added, removed
 }
 
@@ -128,8 +133,11 @@ func (pp *podPeers) MembershipStatus() metrics.MembershipStatus {
 		}
 	}
 	s.LastChange = pp.lastChange
+	s.AdvertInterval, s.FleetAdverts = pp.interval, pp.followsFleet
 	pp.mu.Unlock()
-	for _, m := range pp.w.View().Members {
+	v := pp.w.View()
+	s.SlowPods = len(v.Slow)
+	for _, m := range v.Members {
 		if m.In {
 			s.In++
 		} else {
@@ -208,7 +216,7 @@ func peers(ctx context.Context, w io.Writer) error {
 	listed, confErr := runningPeers(cfg.KeepalivedConfig)
 	fmt.Fprintf(w, "%s (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods):\n", what)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD\tADDRESSES\tPEER\tKEEPALIVED.CONF\tWHY")
+	fmt.Fprintln(tw, "POD\tADDRESSES\tPEER\tFAST ADVERTS\tKEEPALIVED.CONF\tWHY")
 	for _, m := range view.Members {
 		peer, conf := "out", "-"
 		switch {
@@ -223,13 +231,18 @@ func peers(ctx context.Context, w io.Writer) error {
 				conf = "listed"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Pod, addrList(m.Addrs), peer, conf, m.Why)
+		fast := "no"
+		if m.Fast {
+			fast = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Pod, addrList(m.Addrs), peer, fast, conf, m.Why)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "peers: %s\n", addrList(view.Peers()))
 	if held := heldAddrs(view, listed); len(held) > 0 {
 		fmt.Fprintf(w, "held: %s (listed, no pod of the workload has it: peers for %s after they leave, so that a pod coming back with one costs no reload)\n", addrList(held), membership.PeerHold)
 	}
+	fmt.Fprintln(w, advertsLine(cfg, view))
 	if confErr != nil {
 		fmt.Fprintf(w, "running keepalived.conf: %v\n", confErr)
 	}
@@ -286,4 +299,25 @@ func addrList(as []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// advertsLine says which adverts the fleet speaks by view, and why.
+func advertsLine(cfg *config.Config, view membership.View) string {
+	interval, v3 := cfg.Adverts(config.Node{FastAdverts: view.Fast()})
+	version := 2
+	if v3 {
+		version = 3
+	}
+	line := fmt.Sprintf("adverts: every %s s, VRRPv%d for IPv4 (", keepalived.AdvertInt(interval), version)
+	switch {
+	case !cfg.FleetAdverts:
+		return line + "OPENSHIFT_HA_ADVERT_INTERVAL)"
+	case view.Fast():
+		return line + "fast: every pod of the workload speaks them)"
+	}
+	var why []string
+	for _, s := range view.Slow {
+		why = append(why, s.Pod+" "+s.Why)
+	}
+	return line + "slow: " + strings.Join(why, "; ") + ")"
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/internal/relay"
 	"github.com/ipfailover/ipfailover/internal/splitbrain"
@@ -111,15 +112,15 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) error {
 // running configuration kept. A VRRP interface that moved is
 // errInterfaceChanged.
 func (r *reloader) reload(ctx context.Context, why string, force bool) error {
-	var members []netip.Addr
+	var fleet plan.Fleet
 	if r.pods != nil {
 		var ok bool
-		if members, ok = r.pods.members(); !ok {
-			r.log.Warn("the watch does not show this pod: keeping the running peers", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
-			members = peersOf(r.current)
+		if fleet, ok = r.pods.fleet(); !ok {
+			r.log.Warn("the watch does not show this pod: keeping the running peers and adverts", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
+			fleet = plan.Fleet{Members: peersOf(r.current), Fast: r.current.Node.FastAdverts}
 		}
 	}
-	p, err := planWith(r.nl, members)
+	p, err := planWith(r.nl, fleet)
 	if err != nil {
 		r.log.Error("reload refused, keeping the running configuration", "reason", why, "error", err)
 		return nil
@@ -133,42 +134,42 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) error {
 	if r.relay != nil {
 		r.relay.SetActive(bridgeState(p.Config, r.pods.unpublished()))
 	}
-	if force || !bytes.Equal(p.Text, r.current.Text) {
-		if !r.apply(p, why) {
-			return nil
-		}
-	}
 	if renumbered {
 		r.publish(ctx, p.SourceAddrs())
+	}
+	if force || !bytes.Equal(p.Text, r.current.Text) {
+		r.apply(p, why)
 	}
 	return nil
 }
 
-// goodbyeLead is how long a renumbered node lets keepalived reload before
-// it publishes its new address. Reloading, keepalived ends the instances
-// whose source address changed with a priority-0 advert from the former
-// address, which the others still list; they reload for the new address
-// only once it is published. Published first, the others' reloads (which
-// reopen their sockets) would race the goodbye, lose it now and then, and
-// the VIPs would wait out a master-down interval instead of being handed
-// over. keepalived's new instances start as backups and send nothing for
-// a master-down interval (three adverts), far longer than this.
-const goodbyeLead = 100 * time.Millisecond
+// othersReload is how long a renumbered node lets the others reload for
+// its newly published address before it reloads keepalived itself. Its
+// keepalived then ends the instances whose source address changed with a
+// priority-0 advert from the former address, which the others still list
+// (membership.PeerHold) and hear, their own reloads (which reopen their
+// sockets) being over; and its new instances, which start as backups, hear
+// the others' adverts at once, sent to the new address already. Reloading
+// first, its new instances would hear nobody until the others listed the
+// new address, and at the fast adverts (a master-down interval of 0.6 s)
+// take every VIP meanwhile. keepalived keeps sending from the former
+// address until it reloads.
+const othersReload = 250 * time.Millisecond
 
 // publish publishes this node's new source addresses over new connections
-// (the open ones leave from an address the node may no longer have), after
-// keepalived has had goodbyeLead to send its goodbyes from the former ones.
+// (the open ones leave from an address the node may no longer have) and
+// gives the others othersReload to list them.
 func (r *reloader) publish(ctx context.Context, src []netip.Addr) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(goodbyeLead):
-	}
 	pctx, cancel := context.WithTimeout(ctx, publishWait)
 	err := r.pods.w.Renumbered(pctx, src)
 	cancel()
 	if err != nil {
-		r.log.Warn("this node's new address is not published yet; keepalived sends from it already", "addresses", fmt.Sprint(src), "error", err)
+		r.log.Warn("this node's new address is not published yet; keepalived sends from it anyway", "addresses", fmt.Sprint(src), "error", err)
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(othersReload):
 	}
 }
 
@@ -191,6 +192,9 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 		r.log.Error("reload failed", "reason", why, "error", err)
 		return false
 	}
+	if p.AdvertInterval() != r.current.AdvertInterval() {
+		logAdverts(r.log, p, r.pods)
+	}
 	r.current = p
 	attrs := []any{"reason", why, "instances", len(p.Instances)}
 	if r.pods != nil {
@@ -199,4 +203,20 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 	}
 	r.log.Info("reloaded keepalived", attrs...)
 	return true
+}
+
+// logAdverts says which adverts keepalived speaks with p, and why.
+func logAdverts(log *slog.Logger, p *plan.Plan, pods *podPeers) {
+	attrs := []any{"advert_interval", keepalived.AdvertInt(p.AdvertInterval()), "vrrp_version", p.VRRPVersion()}
+	switch {
+	case !p.Config.FleetAdverts:
+		attrs = append(attrs, "why", "OPENSHIFT_HA_ADVERT_INTERVAL")
+	case p.Node.FastAdverts:
+		attrs = append(attrs, "why", "every pod of the workload speaks the fast adverts")
+	default:
+		for _, s := range pods.w.View().Slow {
+			attrs = append(attrs, "slow_pod", s.Pod+": "+s.Why)
+		}
+	}
+	log.Info("adverts", attrs...)
 }

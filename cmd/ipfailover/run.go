@@ -55,11 +55,12 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		if pods, err = startPodPeers(ctx, log, p.Config, p, group); err != nil {
 			return err
 		}
-		members, _ := pods.members()
-		if p, err = plan.New(p.Config, nl, members); err != nil {
+		fleet, _ := pods.fleet()
+		if p, err = plan.New(p.Config, nl, fleet); err != nil {
 			return err
 		}
 		pods.apply(p)
+		logAdverts(log, p, pods)
 	}
 	p.Log(log, os.Stderr)
 	cfg, iface := p.Config, p.Node.Interface

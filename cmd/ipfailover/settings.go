@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 
 	"github.com/ipfailover/ipfailover/config"
@@ -32,13 +31,13 @@ func loadConfig() (*config.Config, error) {
 }
 
 // planWith reads the settings and plans for the node nl looks at, with
-// members as the other pods' addresses (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods).
-func planWith(nl *host.Netlink, members []netip.Addr) (*plan.Plan, error) {
+// fleet as what the other pods publish (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods).
+func planWith(nl *host.Netlink, fleet plan.Fleet) (*plan.Plan, error) {
 	cfg, err := loadConfig()
 	if err != nil {
 		return nil, err
 	}
-	return plan.New(cfg, nl, members)
+	return plan.New(cfg, nl, fleet)
 }
 
 // planHere plans for this network namespace; the caller closes the
@@ -48,7 +47,7 @@ func planHere() (*host.Netlink, *plan.Plan, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening netlink: %w", err)
 	}
-	p, err := planWith(nl, nil)
+	p, err := planWith(nl, plan.Fleet{})
 	if err != nil {
 		nl.Close()
 		return nil, nil, err

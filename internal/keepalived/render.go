@@ -81,11 +81,10 @@ func Render(c *config.Config, node config.Node, instances []config.Instance) ([]
 	default:
 		d.CheckCommand, d.CheckInterval = "/bin/true", int(c.CheckInterval/time.Second)
 	}
-	if c.AdvertInterval != config.DefaultAdvertInterval {
-		d.AdvertInt = AdvertInt(c.AdvertInterval)
-		// keepalived runs VRRPv2 for IPv4 unless told otherwise, and v2
-		// has whole seconds only.
-		d.VRRPv3 = c.AdvertInterval%time.Second != 0
+	// keepalived runs VRRPv2 for IPv4 unless told otherwise, and v2 has
+	// whole seconds only.
+	if interval, v3 := c.Adverts(node); interval != config.DefaultAdvertInterval {
+		d.AdvertInt, d.VRRPv3 = AdvertInt(interval), v3
 	}
 	var b bytes.Buffer
 	if err := tmpl.Execute(&b, d); err != nil {

@@ -124,6 +124,9 @@ type Options struct {
 	// Hold is how long an address that leaves the peers stays one;
 	// default PeerHold.
 	Hold time.Duration
+	// FastAdverts publishes FastAnnotation with the address: this pod
+	// follows the fleet's advert interval.
+	FastAdverts bool
 }
 
 // Health is the state of the API server connection.
@@ -148,14 +151,17 @@ type Watcher struct {
 	log       *slog.Logger
 	retry     time.Duration
 	hold      time.Duration
+	fast      bool
 
 	changes chan struct{}
 
 	mu sync.Mutex
 	// held are the addresses held as peers after they left (View.Held),
 	// and until when; expire updates the view when the first hold ends.
-	held      map[netip.Addr]time.Time
-	expire    *time.Timer
+	held   map[netip.Addr]time.Time
+	expire *time.Timer
+	// recheck updates the view when a pod's FastGrace ends.
+	recheck   *time.Timer
 	selector  string
 	published string
 	view      View
@@ -180,7 +186,7 @@ func New(o Options) *Watcher {
 		o.Reconnect = func() {}
 	}
 	return &Watcher{
-		client: o.Client, reconnect: o.Reconnect, hold: o.Hold, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry,
+		client: o.Client, reconnect: o.Reconnect, hold: o.Hold, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry, fast: o.FastAdverts,
 		changes: make(chan struct{}, 1),
 		health:  Health{Up: true, Since: time.Now()},
 	}
@@ -244,6 +250,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.expire != nil {
 		w.expire.Stop()
 	}
+	if w.recheck != nil {
+		w.recheck.Stop()
+	}
 	w.mu.Unlock()
 	return nil
 }
@@ -301,8 +310,9 @@ func (w *Watcher) Health() Health {
 	return w.health
 }
 
-// Publish sets this pod's Annotation to addrs, unless it has them already.
-// It retries until it succeeds or ctx ends.
+// Publish sets this pod's Annotation to addrs, and FastAnnotation with
+// Options.FastAdverts (removes it without), unless it has them already. It
+// retries until it succeeds or ctx ends.
 func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	value := FormatAddrs(addrs)
 	w.mu.Lock()
@@ -311,7 +321,11 @@ func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	if same {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{Annotation: value}}})
+	annotations := map[string]any{Annotation: value, FastAnnotation: nil}
+	if w.fast {
+		annotations[FastAnnotation] = FastValue
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
 		return err
 	}
@@ -325,7 +339,7 @@ func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	w.mu.Lock()
 	w.published = value
 	w.mu.Unlock()
-	w.log.Info("published this pod's unicast address", "pod", w.pod, "annotation", Annotation, "addresses", value)
+	w.log.Info("published this pod's unicast address", "pod", w.pod, "annotation", Annotation, "addresses", value, "fast_adverts", w.fast)
 	return nil
 }
 
@@ -354,7 +368,9 @@ func (w *Watcher) workloadSelector(ctx context.Context) (string, error) {
 	}
 	w.mu.Lock()
 	w.selector = sel
-	w.published = self.Annotations[Annotation]
+	if (self.Annotations[FastAnnotation] == FastValue) == w.fast {
+		w.published = self.Annotations[Annotation]
+	}
 	w.mu.Unlock()
 	return sel, nil
 }
@@ -394,7 +410,9 @@ func Look(ctx context.Context, client metadata.Interface, namespace, pod string)
 	for i := range list.Items {
 		ps[i] = &list.Items[i]
 	}
-	return viewOf(ps, pod), sel, nil
+	v := viewOf(ps, pod)
+	v.Slow, _ = fleetSlow(v, time.Now())
+	return v, sel, nil
 }
 
 func isRevisionLabel(k string) bool {
@@ -558,6 +576,14 @@ func (w *Watcher) recompute() bool {
 	}
 	v := viewOf(podsNow, w.pod)
 	w.holdDeparted(&v)
+	var recheck time.Time
+	v.Slow, recheck = fleetSlow(v, time.Now())
+	if w.recheck != nil {
+		w.recheck.Stop()
+	}
+	if !recheck.IsZero() {
+		w.recheck = time.AfterFunc(time.Until(recheck)+time.Millisecond, w.safeUpdate)
+	}
 	changed := !v.Equal(w.view)
 	w.view = v
 	return changed

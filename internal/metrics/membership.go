@@ -27,6 +27,13 @@ type MembershipStatus struct {
 	// counts its failed requests.
 	WatchUp     bool
 	WatchErrors uint64
+	// AdvertInterval is the advert interval keepalived runs with.
+	AdvertInterval time.Duration
+	// FleetAdverts says that the interval follows the fleet
+	// (OPENSHIFT_HA_ADVERT_INTERVAL unset): fast while every pod can
+	// speak it, and SlowPods counts the pods that hold it slow.
+	FleetAdverts bool
+	SlowPods     int
 }
 
 // Bridge is the multicast bridge (relay.Relay).
@@ -41,6 +48,7 @@ type Bridge interface {
 type membershipCollector struct {
 	m                             Membership
 	peers, change, pods, up, errs *prometheus.Desc
+	interval, slow                *prometheus.Desc
 }
 
 func newMembershipCollector(m Membership) *membershipCollector {
@@ -58,11 +66,15 @@ func newMembershipCollector(m Membership) *membershipCollector {
 			"1 while the API server answers the watch of the workload's pods; 0 while it does not, and keepalived keeps its last peers.", nil, nil),
 		errs: prometheus.NewDesc("ipfailover_membership_watch_errors_total",
 			"Failed requests to the API server (lists, watches, reading or annotating this pod).", nil, nil),
+		interval: prometheus.NewDesc("ipfailover_advert_interval_seconds",
+			"The VRRP advert interval keepalived runs with now: the fast one (VRRPv3) while every pod of the workload can speak it, 1 (VRRPv2) otherwise, or OPENSHIFT_HA_ADVERT_INTERVAL. Pods of one workload that differ do not hear each other.", nil, nil),
+		slow: prometheus.NewDesc("ipfailover_fleet_slow_pods",
+			"Other pods of the workload that hold it at 1 s VRRPv2 adverts (an older image, the shipped image or multicast mode, an explicit OPENSHIFT_HA_ADVERT_INTERVAL): `ipfailover peers` names them. Served while OPENSHIFT_HA_ADVERT_INTERVAL is unset.", nil, nil),
 	}
 }
 
 func (c *membershipCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.peers, c.change, c.pods, c.up, c.errs} {
+	for _, d := range []*prometheus.Desc{c.peers, c.change, c.pods, c.up, c.errs, c.interval, c.slow} {
 		ch <- d
 	}
 }
@@ -83,6 +95,10 @@ func (c *membershipCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(s.Out), "out")
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, boolValue(s.WatchUp))
 	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.WatchErrors))
+	ch <- prometheus.MustNewConstMetric(c.interval, prometheus.GaugeValue, s.AdvertInterval.Seconds())
+	if s.FleetAdverts {
+		ch <- prometheus.MustNewConstMetric(c.slow, prometheus.GaugeValue, float64(s.SlowPods))
+	}
 }
 
 // bridgeCollector exports the multicast bridge's state.

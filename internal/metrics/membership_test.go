@@ -30,12 +30,19 @@ func TestMembershipMetrics(t *testing.T) {
 		LastChange: time.Unix(1700000000, 500000000),
 		In:         3, Out: 1,
 		WatchUp: false, WatchErrors: 4,
+		AdvertInterval: time.Second, FleetAdverts: true, SlowPods: 1,
 	}}
 	o.Bridge = bridgeView{on: true, sent: 12}
 	s := newServer(t, o)
-	names := []string{"ipfailover_membership_peers", "ipfailover_membership_last_change_timestamp_seconds", "ipfailover_membership_pods",
+	names := []string{"ipfailover_advert_interval_seconds", "ipfailover_fleet_slow_pods", "ipfailover_membership_peers", "ipfailover_membership_last_change_timestamp_seconds", "ipfailover_membership_pods",
 		"ipfailover_membership_watch_up", "ipfailover_membership_watch_errors_total", "ipfailover_multicast_bridge_active", "ipfailover_multicast_bridge_adverts_total"}
 	want := `
+# HELP ipfailover_advert_interval_seconds The VRRP advert interval keepalived runs with now: the fast one (VRRPv3) while every pod of the workload can speak it, 1 (VRRPv2) otherwise, or OPENSHIFT_HA_ADVERT_INTERVAL. Pods of one workload that differ do not hear each other.
+# TYPE ipfailover_advert_interval_seconds gauge
+ipfailover_advert_interval_seconds 1
+# HELP ipfailover_fleet_slow_pods Other pods of the workload that hold it at 1 s VRRPv2 adverts (an older image, the shipped image or multicast mode, an explicit OPENSHIFT_HA_ADVERT_INTERVAL): ` + "`ipfailover peers`" + ` names them. Served while OPENSHIFT_HA_ADVERT_INTERVAL is unset.
+# TYPE ipfailover_fleet_slow_pods gauge
+ipfailover_fleet_slow_pods 1
 # HELP ipfailover_membership_last_change_timestamp_seconds When keepalived last got other unicast peers (0: not since the start).
 # TYPE ipfailover_membership_last_change_timestamp_seconds gauge
 ipfailover_membership_last_change_timestamp_seconds 1.7000000005e+09

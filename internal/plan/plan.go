@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
@@ -55,18 +56,28 @@ type Plan struct {
 	Text []byte
 }
 
+// Fleet is what the workload's other pods publish, with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods.
+type Fleet struct {
+	// Members are the addresses the other pods publish.
+	Members []netip.Addr
+	// Fast says that every other pod can speak the fast adverts
+	// (config.Node.FastAdverts).
+	Fast bool
+}
+
 // New finds the node's facts for cfg, checks that the scripts it names can
-// run, and computes the instances and keepalived.conf. members are, with
-// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods, the addresses the workload's other
-// pods publish (ignored otherwise). Every problem the user can fix is a
+// run, and computes the instances and keepalived.conf. fleet is, with
+// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods, what the workload's other pods
+// publish (ignored otherwise). Every problem the user can fix is a
 // *ConfigError.
-func New(cfg *config.Config, f Facts, members []netip.Addr) (*Plan, error) {
+func New(cfg *config.Config, f Facts, fleet Fleet) (*Plan, error) {
 	node, err := discover(cfg, f)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.PeersFromPods {
-		node.Members = members
+		node.Members, node.FastAdverts = fleet.Members, fleet.Fast
 	}
 	if err := checkScripts(cfg); err != nil {
 		return nil, &ConfigError{err}
@@ -193,7 +204,7 @@ func (p *Plan) Log(log *slog.Logger, w io.Writer) {
 		"node_ipv4", addrOrNone(p.Node.Addr4), "node_ipv6", addrOrNone(p.Node.Addr6),
 		"vips", len(c.VIPs), "instances", len(p.Instances), "mode", p.Mode(),
 		"check", p.checkDescription(), "preemption", c.Preemption.String(),
-		"advert_interval", keepalived.AdvertInt(c.AdvertInterval), "config_file", c.KeepalivedConfig,
+		"advert_interval", keepalived.AdvertInt(p.AdvertInterval()), "vrrp_version", p.VRRPVersion(), "config_file", c.KeepalivedConfig,
 		"keepalived_flags", strings.Join(c.KeepalivedFlags, " "))
 	fmt.Fprint(w, b.String())
 }
@@ -209,6 +220,21 @@ func (p *Plan) checkDescription() string {
 		return fmt.Sprintf("%s every %s (keepalived)", c.CheckScript, c.CheckInterval)
 	}
 	return "none (OPENSHIFT_HA_MONITOR_PORT=0)"
+}
+
+// AdvertInterval is the advert interval keepalived runs with.
+func (p *Plan) AdvertInterval() time.Duration {
+	interval, _ := p.Config.Adverts(p.Node)
+	return interval
+}
+
+// VRRPVersion is the VRRP version of the IPv4 instances (IPv6 ones speak
+// VRRPv3).
+func (p *Plan) VRRPVersion() int {
+	if _, v3 := p.Config.Adverts(p.Node); v3 {
+		return 3
+	}
+	return 2
 }
 
 // SourceAddrs are the addresses this node sends unicast VRRP from, one per

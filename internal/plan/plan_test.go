@@ -43,7 +43,7 @@ func TestPlanUsesTheNodesFacts(t *testing.T) {
 	// The node holds one of its VIPs already (a killed earlier run): it
 	// must not mistake it for its own address.
 	h := node("192.0.2.100/32", "192.0.2.12/24", "2001:db8::12/64")
-	p, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100-101"}), h, nil)
+	p, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100-101"}), h, plan.Fleet{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestPlanRefusesWhatTheHostLacks(t *testing.T) {
 			"interface eth0 has no IPv6 address of its own for the unicast IPv6 instance"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := plan.New(parse(t, tt.raw), tt.host, nil)
+			_, err := plan.New(parse(t, tt.raw), tt.host, plan.Fleet{})
 			if err == nil || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("got %v, want an error with %q", err, tt.msg)
 			}
@@ -116,7 +116,7 @@ func TestInterface(t *testing.T) {
 // A failing listing of addresses is the host's fault, not the user's.
 func TestPlanHostErrorIsNoConfigError(t *testing.T) {
 	h := failingAddrs{node("192.0.2.12/24")}
-	_, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100"}), h, nil)
+	_, err := plan.New(parse(t, config.Raw{VirtualIPs: "192.0.2.100"}), h, plan.Fleet{})
 	if err == nil || plan.IsConfigError(err) {
 		t.Fatalf("got %v, want an error that is not a configuration error", err)
 	}

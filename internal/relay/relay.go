@@ -104,10 +104,10 @@ func (r *Relay) Replan(p *plan.Plan) {
 		if !in.UnicastSource.IsValid() {
 			continue
 		}
-		a := advert{version: 3, vrid: uint8(in.RouterID), priority: Priority, interval: p.Config.AdvertInterval, vips: in.VIPs}
+		a := advert{version: 3, vrid: uint8(in.RouterID), priority: Priority, interval: p.AdvertInterval(), vips: in.VIPs}
 		if !in.Is6() {
 			src4 = in.UnicastSource
-			if p.Config.AdvertInterval%time.Second == 0 {
+			if p.VRRPVersion() == 2 {
 				a.version, a.auth = 2, auth
 			}
 		}
@@ -119,7 +119,7 @@ func (r *Relay) Replan(p *plan.Plan) {
 	if p.Node.Interface != r.iface || src4 != r.src4 {
 		r.closeSenders()
 	}
-	r.iface, r.src4, r.interval, r.adverts, r.alone = p.Node.Interface, src4, p.Config.AdvertInterval, adverts, alone
+	r.iface, r.src4, r.interval, r.adverts, r.alone = p.Node.Interface, src4, p.AdvertInterval(), adverts, alone
 }
 
 // SetActive turns the relay on or off; why says what decided it, for the

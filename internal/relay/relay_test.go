@@ -129,7 +129,7 @@ func testPlan(t *testing.T, vips, source string, alone ...bool) *plan.Plan {
 	if len(alone) > 0 && alone[0] {
 		members = nil
 	}
-	p, err := plan.New(cfg, h, members)
+	p, err := plan.New(cfg, h, plan.Fleet{Members: members})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ipfailover/ipfailover/internal/plan"
 )
@@ -34,6 +33,8 @@ type key struct {
 type expectation struct {
 	instance string
 	version  int
+	// eitherVersion accepts VRRPv2 and VRRPv3.
+	eitherVersion bool
 	// auth is VRRPv2's PASS authentication data: the first 8 bytes of
 	// OPENSHIFT_HA_CONFIG_NAME, zero-padded, as keepalived sends it.
 	auth [8]byte
@@ -53,17 +54,17 @@ const vrrpAuthPass = 1
 func expectations(p *plan.Plan) map[key]expectation {
 	var auth [8]byte
 	copy(auth[:], p.Config.Name)
-	v4version := 2
-	if p.Config.AdvertInterval%time.Second != 0 {
-		v4version = 3
-	}
 	out := make(map[key]expectation, len(p.Instances))
 	for _, in := range p.Instances {
 		k := key{v6: in.Is6(), vrid: int(in.RouterID)}
-		e := expectation{instance: in.Name, version: v4version, auth: auth, vips: slices.Clone(in.VIPs), order: slices.Clone(in.VIPs)}
+		e := expectation{instance: in.Name, version: p.VRRPVersion(), auth: auth, vips: slices.Clone(in.VIPs), order: slices.Clone(in.VIPs)}
+		// A fleet that follows its pods switches between VRRPv2 and
+		// VRRPv3 together, each node at its own reload: for that
+		// moment its members' adverts are of either version.
+		e.eitherVersion = p.Config.FleetAdverts
 		if k.v6 {
 			// keepalived speaks VRRPv3 for IPv6 whatever the settings.
-			e.version = 3
+			e.version, e.eitherVersion = 3, false
 		}
 		slices.SortFunc(e.vips, netip.Addr.Compare)
 		if p.Config.Unicast {
@@ -81,7 +82,8 @@ func expectations(p *plan.Plan) map[key]expectation {
 // a member of this deployment.
 func (e expectation) differences(a advert, src netip.Addr) []string {
 	var d []string
-	if a.version != e.version {
+	either := e.eitherVersion && (a.version == 2 || a.version == 3)
+	if a.version != e.version && !either {
 		d = append(d, fmt.Sprintf("VRRP version %d where this deployment speaks %d", a.version, e.version))
 	} else if a.version == 2 {
 		switch {

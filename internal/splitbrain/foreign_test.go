@@ -44,7 +44,7 @@ func testPlanWith(t testing.TB, r config.Raw, addr4 string, members ...string) *
 	for _, m := range members {
 		ms = append(ms, netip.MustParseAddr(m))
 	}
-	p, err := plan.New(c, h, ms)
+	p, err := plan.New(c, h, plan.Fleet{Members: ms})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +112,8 @@ func TestDifferences(t *testing.T) {
 	multicast := expectation{instance: "X_VIP_1", version: 2, auth: pass, vips: addrs("192.0.2.100", "192.0.2.101")}
 	unicast := multicast
 	unicast.peers = addrs("192.0.2.12", "192.0.2.13")
+	fleet := unicast
+	fleet.eitherVersion = true
 	peer := netip.MustParseAddr("192.0.2.12")
 	stranger := netip.MustParseAddr("192.0.2.99")
 	ours := advert{version: 2, vrid: 11, priority: 100, authType: 1, auth: pass, addrs: addrs("192.0.2.101", "192.0.2.100")}
@@ -133,6 +135,9 @@ func TestDifferences(t *testing.T) {
 		{"another password", multicast, change(func(a *advert) { a.auth = other }), peer, []string{"another authentication password"}},
 		{"no authentication", multicast, change(func(a *advert) { a.authType = 0 }), peer, []string{"authentication type 0"}},
 		{"another version", multicast, change(func(a *advert) { a.version = 3; a.authType = 0; a.auth = [8]byte{} }), peer, []string{"VRRP version 3 where this deployment speaks 2"}},
+		{"a fleet switching to VRRPv3", fleet, change(func(a *advert) { a.version = 3; a.authType = 0; a.auth = [8]byte{} }), peer, nil},
+		{"a fleet switching, VRRPv2 with another password", fleet, change(func(a *advert) { a.auth = other }), peer, []string{"another authentication password"}},
+		{"a fleet, version 4", fleet, change(func(a *advert) { a.version = 4 }), peer, []string{"VRRP version 4 where this deployment speaks 2"}},
 		{"another VIP set", multicast, change(func(a *advert) { a.addrs = addrs("192.0.2.100") }), peer, []string{"VIPs [192.0.2.100] where this deployment has [192.0.2.100 192.0.2.101]"}},
 		{"not a unicast peer", unicast, ours, stranger, []string{"not one of OPENSHIFT_HA_UNICAST_PEERS"}},
 		{"everything", unicast, change(func(a *advert) { a.auth = other; a.addrs = addrs("198.51.100.1") }), stranger,

@@ -230,7 +230,7 @@ func Open(o Options) (*Guard, error) {
 	for _, err := range errs {
 		log.Warn("split-brain detection works without this socket", "error", err)
 	}
-	g, err := newGuard(o, &ifi, notify, socks, defaultTiming(o.Plan.Config.AdvertInterval))
+	g, err := newGuard(o, &ifi, notify, socks, defaultTiming(o.Plan.AdvertInterval()))
 	if err != nil {
 		if notify != nil {
 			notify.Close()
@@ -318,7 +318,7 @@ func (g *Guard) Replan(p *plan.Plan) {
 	if g.departed == nil {
 		g.departed = map[netip.Addr]time.Time{}
 	}
-	g.departedGrace = 3 * p.Config.AdvertInterval
+	g.departedGrace = 3 * p.AdvertInterval()
 	for a, at := range g.departed {
 		if now.Sub(at) > g.departedGrace || peerIn(e, a) {
 			delete(g.departed, a)

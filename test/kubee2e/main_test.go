@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/test/kube"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
@@ -85,8 +86,12 @@ const (
 	// hundredths of a second (make bench: at most 0.1 s); a second is a
 	// VRRP timeout's third, so a handover that did not happen fails.
 	handoverBound = time.Second
-	// advert is the manifests' advert interval.
+	// advert is the slow advert interval: multicast's, and a fleet's
+	// with an older pod; waits that must cover every mode use it.
 	advert = time.Second
+	// fastAdvert is the manifests' advert interval with the peers from
+	// the pods, every pod speaking it.
+	fastAdvert = config.FastAdvertInterval
 	// quiet is how long holders must stay put to count as settled: a
 	// restarted node takes its preferred VIPs back about three advert
 	// intervals after its keepalived started, a second or two after its

@@ -28,7 +28,7 @@ const (
 	splitBound = time.Second
 	// masterDown is keepalived's master-down interval at the manifests'
 	// advert interval: the others must list a new pod well inside it.
-	masterDown = 3 * advert
+	masterDown = 3 * fastAdvert
 	// reloadBound bounds the time from a pod's address being published
 	// to the others' reloads (make bench: the goal is 1 s), and from the
 	// end of a left pod's hold (membership.PeerHold after its deletion)

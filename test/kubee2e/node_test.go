@@ -16,7 +16,7 @@ import (
 // crashBound bounds how long a dead node's VIPs take to move: VRRP's
 // master-down interval, 3 advert intervals plus the backup's skew (under
 // a second), plus room for a machine several times slower than this one.
-const crashBound = 3*advert + 2*time.Second
+const crashBound = 3*fastAdvert + 2*time.Second
 
 // nodeDeath kills victim (daemons, shims, containers; then its link) and
 // checks what a user sees: its VIPs move within crashBound; its pod's
