@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,6 +132,51 @@ func (p *Prober) receive() {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// FirstAnswers returns, per target, when the first probe sent at or after
+// since that was answered left (the zero time: none yet). It works during
+// probing and after Stop.
+func (p *Prober) FirstAnswers(since time.Time) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]time.Time, len(p.targets))
+	for i, sent := range p.sent {
+		from, _ := slices.BinarySearchFunc(sent, since, time.Time.Compare)
+		for j := from; j < len(sent); j++ {
+			if p.acked[i][j] {
+				out[i] = sent[j]
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Recovered returns, per target, when the answered probe that ended the
+// longest run of unanswered ones sent at or after since left: when the
+// target answered again after its outage (the zero time: no probe after
+// since went unanswered, or none answered after the run yet). It works
+// during probing and after Stop.
+func (p *Prober) Recovered(since time.Time) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]time.Time, len(p.targets))
+	for i, sent := range p.sent {
+		from, _ := slices.BinarySearchFunc(sent, since, time.Time.Compare)
+		longest, run := 0, 0
+		for j := from; j < len(sent); j++ {
+			if !p.acked[i][j] {
+				run++
+				continue
+			}
+			if run > longest {
+				longest, out[i] = run, sent[j]
+			}
+			run = 0
+		}
+	}
+	return out
 }
 
 // Stop ends probing, waits grace for late answers, closes the socket and

@@ -25,6 +25,8 @@ const (
 	Percent Unit = "%"
 	// TimeShare is a share of a span of time, in percent.
 	TimeShare Unit = "% of the time"
+	// PacketRate is packets per second.
+	PacketRate Unit = "packets/s"
 )
 
 // Row is one line of the table: the median and the worst of the samples,
@@ -287,6 +289,8 @@ func format(v float64, u Unit) string {
 		return fmt.Sprintf("%.3f %%", v)
 	case DecimalMB:
 		return fmt.Sprintf("%.1f MB", v)
+	case PacketRate:
+		return fmt.Sprintf("%.0f packets/s", v)
 	default:
 		return fmt.Sprintf("%.1f %s", v, u)
 	}

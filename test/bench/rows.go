@@ -51,6 +51,7 @@ func (r *runner) rows() []Row {
 			rows = append(rows, cpuRow(name, ss, r.o.CPUFor), rssRow(name, ss))
 		}
 	}
+	rows = append(rows, r.advertRows()...)
 	rows = append(rows, r.rolloutRows()...)
 	rows = append(rows, r.migrateRows()...)
 	rows = append(rows, r.partitionRows()...)
@@ -64,6 +65,7 @@ func (r *runner) rows() []Row {
 		size(rowScaleRSS, MB, "")
 		size(rowScaleRSSPk, MB, "")
 	}
+	rows = append(rows, r.scale10RowsOf()...)
 	if len(r.samples[rowKubeUp]) > 0 {
 		r.kubeRows(t, size)
 	}

@@ -1,7 +1,8 @@
 // Command bench measures ipfailover in a three-node cluster of network
 // namespaces: failover times against their VRRP limits, rollouts, clients
 // after healed partitions (beside the shipped image's configuration),
-// startup, scrape latency, memory, CPU at rest and a 254-VIP scale run. It prints one
+// startup, scrape latency, memory, CPU at rest, the cost of VRRP adverts, a
+// 254-VIP scale run and a ten-node one. It prints one
 // table and writes the figures to out/bench.json for comparison between
 // commits, and the README's table, with the commit and machine, to
 // out/bench.md. It needs
@@ -49,10 +50,11 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	out := flag.String("out", "out/bench.json", "where to write the figures as JSON (empty: nowhere)")
 	scrapeFor := flag.Duration("scrape-for", 3*time.Second, "how long the scrapers run")
 	cpuFor := flag.Duration("cpu-for", 10*time.Second, "how long each CPU row measures a fleet at rest")
+	costFor := flag.Duration("cost-for", 20*time.Second, "how long the adverts and scale10 rows count a settled fleet's VRRP packets and CPU")
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, scale, image, kube, kube-failover, kube-upgrade, chaos (default all; kube-upgrade only with -upgrade-from)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, adverts, scale, scale10, image, kube, kube-failover, kube-upgrade, chaos (default all; kube-upgrade only with -upgrade-from)")
 	image := flag.String("image", "localhost/ipfailover:dev", "the image whose size the image rows report, read with podman when it exists (empty: no image rows), and that the kube phase runs")
 	kubeBin := flag.String("kube-bin", "bin/kube", "the Kubernetes binaries of the kube phase (make kube-bins)")
 	chaosFor := flag.Duration("chaos-for", 2*time.Minute, "length of the chaos phase's mixed run")
@@ -65,7 +67,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		level.Set(slog.LevelDebug)
 	}
 	if *quick {
-		*rounds, *scale, *scrapeFor, *cpuFor, *chaosFor = 1, false, time.Second, 3*time.Second, time.Minute
+		*rounds, *scale, *scrapeFor, *cpuFor, *costFor, *chaosFor = 1, false, time.Second, 3*time.Second, 5*time.Second, time.Minute
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the bench builds network namespaces: run it as root")
@@ -107,7 +109,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		}
 	}
 
-	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, CPUFor: *cpuFor, Poll: *poll, Log: log,
+	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, CPUFor: *cpuFor, CostFor: *costFor, Poll: *poll, Log: log,
 		Image: *image, KubeBin: *kubeBin}
 	if *only != "" {
 		o.Phases = strings.Split(*only, ",")
