@@ -62,10 +62,13 @@ e2e: deps
 demo: deps
 	$(GO) run ./test/cmd/demo
 
-# bench's kube phase runs the manifests on a real cluster: it needs the
-# Kubernetes binaries and the image.
+# bench's kube phases run the manifests on a real cluster: they need the
+# Kubernetes binaries and the image. UPGRADE_FROM (an image podman has,
+# such as an older commit's make image) adds the rolling update from it
+# and the rollback to it.
+UPGRADE_FROM ?=
 bench: deps kube-bins image
-	$(GO) run ./test/cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE)
+	$(GO) run ./test/cmd/bench -kube-bin $(KUBE_BIN) -image $(IMAGE) -upgrade-from "$(UPGRADE_FROM)"
 
 # chaos runs the fleet under the faults the seed draws while a client probes
 # every VIP, and writes out/chaos/seed-N/report.md and a timeline per VIP;

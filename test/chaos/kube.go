@@ -108,7 +108,7 @@ func newKubeTarget(ctx context.Context, o Options) (*kubeTarget, error) {
 		fmt.Fprintf(o.Progress, "kube: bringing a cluster up in %s (Kubernetes from %s, image %s)\n", o.KubeDir, o.KubeBin, o.Image)
 	}
 	began := time.Now()
-	c, err := kube.Up(ctx, kube.Options{Dir: o.KubeDir, Bin: o.KubeBin, Images: []string{o.Image}, Logger: log})
+	c, err := kube.Up(ctx, kube.Options{Dir: o.KubeDir, Bin: o.KubeBin, Images: append([]string{o.Image}, o.MoreImages...), Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,8 @@ type Options struct {
 	// the image Image (make image) imported into every node.
 	Target                  string
 	KubeDir, KubeBin, Image string
+	// MoreImages are imported into every node beside Image.
+	MoreImages []string
 }
 
 func (o Options) logWriter() io.Writer {

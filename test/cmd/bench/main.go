@@ -54,10 +54,11 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, adverts, scale, scale10, image, kube, chaos (default all)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, adverts, scale, scale10, image, kube, kube-failover, kube-upgrade, chaos (default all; kube-upgrade only with -upgrade-from)")
 	image := flag.String("image", "localhost/ipfailover:dev", "the image whose size the image rows report, read with podman when it exists (empty: no image rows), and that the kube phase runs")
 	kubeBin := flag.String("kube-bin", "bin/kube", "the Kubernetes binaries of the kube phase (make kube-bins)")
 	chaosFor := flag.Duration("chaos-for", 2*time.Minute, "length of the chaos phase's mixed run")
+	upgradeFrom := flag.String("upgrade-from", "", "the image the kube-upgrade phase rolls the Deployment from, and back to, podman's tag (make image at an older commit)")
 	var nodeEnv envList
 	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
 	debug := flag.Bool("debug", false, "log every change of the VIP holders while a fleet converges")
@@ -113,6 +114,16 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	if *only != "" {
 		o.Phases = strings.Split(*only, ",")
 	}
+	kubeFaults := chaos.KubeBench{UpgradeRounds: min(*rounds, 2)}
+	if *only == "" || slices.Contains(o.Phases, "kube-failover") {
+		kubeFaults.Rounds = *rounds
+	}
+	if *only == "" || slices.Contains(o.Phases, "kube-upgrade") {
+		kubeFaults.UpgradeFrom = *upgradeFrom
+		if *upgradeFrom == "" && *only != "" {
+			return fmt.Errorf("the kube-upgrade phase needs -upgrade-from IMAGE")
+		}
+	}
 	o.NodeEnv = nodeEnv
 	if *verbose {
 		o.NodeOut = os.Stderr
@@ -120,6 +131,14 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	rep, runErr := bench.Run(ctx, o)
 	if rep == nil {
 		return runErr
+	}
+	if runErr == nil && (kubeFaults.Rounds > 0 || kubeFaults.UpgradeFrom != "") {
+		rows, err := kubeFaultRows(ctx, log, dir, bin, *image, *kubeBin, commit, kubeFaults)
+		if err != nil {
+			return fmt.Errorf("kube faults: %w", err)
+		}
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Elapsed = time.Since(began).Seconds()
 	}
 	if runErr == nil && (*only == "" || slices.Contains(o.Phases, "chaos")) {
 		rows, err := mixedRun(ctx, log, dir, bin, *chaosFor, commit)
@@ -164,17 +183,8 @@ const benchSeed = 1
 // the lab, as make chaos runs it, turned into the table's rows. Its report
 // and pictures go to out/bench-chaos.
 func mixedRun(ctx context.Context, log *slog.Logger, dir, bin string, d time.Duration, commit string) ([]bench.Row, error) {
-	self, err := os.Executable()
+	svc, err := copySelf(dir)
 	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		return nil, err
-	}
-	// The nodes' /tmp is their own: the service lives beside ipfailover.
-	svc := filepath.Join(dir, "bench")
-	if err := os.WriteFile(svc, b, 0o755); err != nil {
 		return nil, err
 	}
 	log.Info("chaos phase", "seed", benchSeed, "duration", d)
@@ -184,6 +194,39 @@ func mixedRun(ctx context.Context, log *slog.Logger, dir, bin string, d time.Dur
 	}
 	log.Info("chaos phase over", "report", res.Report, "pass", res.Pass())
 	return res.BenchRows(), nil
+}
+
+// kubeFaultRows are the kube-failover and kube-upgrade phases: a cluster
+// of their own, run by the chaos harness's cluster target and faults,
+// measured as b says. The pods' logs go to out/bench-kube/logs.
+func kubeFaultRows(ctx context.Context, log *slog.Logger, dir, bin, image, kubeBin, commit string, b chaos.KubeBench) ([]bench.Row, error) {
+	svc, err := copySelf(dir)
+	if err != nil {
+		return nil, err
+	}
+	kubeDir, err := os.MkdirTemp("/var/tmp", "ipfailover-bench-kube-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(kubeDir)
+	log.Info("kube fault phases", "failover_rounds", b.Rounds, "upgrade_from", b.UpgradeFrom)
+	return chaos.KubeBenchRows(ctx, chaos.Options{Binary: bin, Self: svc, Out: filepath.Join("out", "bench-kube"), Commit: commit,
+		Progress: os.Stderr, Log: os.Stderr, Target: "kube", KubeDir: kubeDir, KubeBin: kubeBin, Image: image}, b)
+}
+
+// copySelf copies this program into dir, where the nodes see it (their
+// /tmp is their own), as their checked service, and returns its path.
+func copySelf(dir string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		return "", err
+	}
+	svc := filepath.Join(dir, "bench")
+	return svc, os.WriteFile(svc, b, 0o755)
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo.
