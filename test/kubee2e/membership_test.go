@@ -629,7 +629,7 @@ func checkListed(ctx context.Context, t *testing.T, c *kube.Cluster, pods []core
 				continue
 			}
 			row := rowOf(out, q.Name)
-			if f := strings.Fields(row); len(f) < 5 || f[2] != "in" || f[4] != "listed" {
+			if f := strings.Fields(row); len(f) < 4 || f[2] != "in" || f[3] != "listed" {
 				t.Errorf("ipfailover peers in %s: %s is not in and listed:\n%s", p.Name, q.Name, out)
 			}
 		}
