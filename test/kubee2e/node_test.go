@@ -188,7 +188,7 @@ func deathAfterDrain(ctx context.Context, t *testing.T, c *kube.Cluster, vs []ne
 	kill(ctx, t, victim)
 	after, took := movedOff(ctx, t, c, victim, moved, vs, died)
 	t.Logf("%s drained (its pod gone %s after the drain began); %s died %s later: %v moved in %s (the timers: %s and the skew); holders %s",
-		drained.Name, gone.Sub(began).Round(time.Millisecond), victim.Name, died.Sub(gone).Round(time.Millisecond), moved, took.Round(time.Millisecond), 3*advert, after)
+		drained.Name, gone.Sub(began).Round(time.Millisecond), victim.Name, died.Sub(gone).Round(time.Millisecond), moved, took.Round(time.Millisecond), masterDown, after)
 	// The survivor kept the drained pod's address: no reload for it.
 	var survivors []corev1.Pod
 	for _, p := range pods {
