@@ -149,10 +149,10 @@ type chaosRun struct {
 }
 
 var (
-	chaosTitle  = regexp.MustCompile(`^# Chaos run: seed (\d+), (\S+), (\S+): (PASS|FAIL)$`)
+	chaosTitle  = regexp.MustCompile(`^# Chaos run: seed (\d+), (\S+), (.+): (PASS|FAIL)$`)
 	chaosFaults = regexp.MustCompile(`the same seed draws the same (\d+) faults`)
-	chaosBuild  = regexp.MustCompile(`^ipfailover (\S+) on \d+ nodes`)
-	chaosStart  = regexp.MustCompile(`^Measured over \S+ from (\d{4}-\d{2}-\d{2} \d{2}:\d{2}):[\d.]+ UTC`)
+	chaosBuild  = regexp.MustCompile(`^ipfailover ([0-9a-f]+)(?:, [^;]*?)? on \d+ nodes`)
+	chaosStart  = regexp.MustCompile(`^Measured over .+? from (\d{4}-\d{2}-\d{2} \d{2}:\d{2}):[\d.]+ UTC`)
 	chaosLoad   = regexp.MustCompile(`load average \(1 minute\) during the run: (\S+) on (\d+) cores`)
 )
 

@@ -131,3 +131,18 @@ func TestRun(t *testing.T) {
 		t.Errorf("without a bench table: %v, want an error saying to run make bench", err)
 	}
 }
+
+// A report of the real cluster names its target in words and its image
+// beside the build, and counts its time in seconds with a space.
+func TestParseChaosCluster(t *testing.T) {
+	report := strings.Replace(chaosReport, "# Chaos run: seed 7, 10m0s, lab: PASS", "# Chaos run: seed 7, 10m0s, the real cluster: PASS", 1)
+	report = strings.Replace(report, "ipfailover 494c099 on 3 nodes", "ipfailover 494c099, image localhost/ipfailover:dev on 3 nodes", 1)
+	report = strings.Replace(report, "Measured over 10m0.5s from", "Measured over 654.580 s from", 1)
+	r, err := parseChaos([]byte(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.target != "the real cluster" || r.commit != "494c099" || r.start != "2026-11-25 10:00 UTC" || r.faults != 81 {
+		t.Errorf("parsed %+v", r)
+	}
+}
