@@ -211,15 +211,15 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
-// BurnScript is a shell program that keeps $1 cores busy, one loop of
-// shell built-ins each, until it is killed or gets SIGTERM; as a PID
+// BurnScript is a shell program that keeps $1 cores busy, one shell
+// running a loop of built-ins each, until it is killed or gets SIGTERM; as a PID
 // namespace's init its exit ends the loops too. Any image with a POSIX
 // shell runs it.
 const BurnScript = `trap 'exit 0' TERM
 i=0
 while [ "$i" -lt "$1" ]; do
-	(while :; do :; done) &
-	i=$((i + 1))
+	sh -c 'while :; do :; done' &
+	i=$((i+1))
 done
 wait`
 
