@@ -175,6 +175,12 @@ func CPUGroupOf(pid int) (*CPUGroup, error) {
 			continue
 		}
 		path := strings.Trim(f[2], "/")
+		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+			// A container without a cgroup namespace of its own lists
+			// its group by the host's path, which its mount of the
+			// hierarchy does not have: its mount's root is its group.
+			path = ""
+		}
 		return &CPUGroup{Path: path, dir: filepath.Join(root, path), v2: v2}, nil
 	}
 	return nil, fmt.Errorf("pid %d is in no group of the cpu controller", pid)
