@@ -267,46 +267,33 @@ func (r *runner) scale10Run(ctx context.Context, adv string) error {
 // waitRecovered waits until every target of p went unanswered after since
 // and answered again.
 func waitRecovered(ctx context.Context, p *Prober, since time.Time, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		back := p.Recovered(since)
-		missing := slices.IndexFunc(back, time.Time.IsZero)
-		if missing < 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			n := 0
-			for _, t := range back {
-				if t.IsZero() {
-					n++
-				}
-			}
-			return fmt.Errorf("%d of %d VIPs (%s first) not answering again within %s", n, len(back), p.targets[missing].Addr(), within)
-		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	return waitEvery(ctx, p, func() []time.Time { return p.Recovered(since) }, within, "not answering again within")
 }
 
 // waitAnswered waits until every target of p has answered a probe sent at
 // or after since.
 func waitAnswered(ctx context.Context, p *Prober, since time.Time, within time.Duration) error {
+	return waitEvery(ctx, p, func() []time.Time { return p.FirstAnswers(since) }, within, "unanswered after")
+}
+
+// waitEvery waits until times has a time for every target of p, every
+// 20 ms, at most within.
+func waitEvery(ctx context.Context, p *Prober, times func() []time.Time, within time.Duration, what string) error {
 	deadline := time.Now().Add(within)
 	for {
-		first := p.FirstAnswers(since)
-		missing := slices.IndexFunc(first, time.Time.IsZero)
+		ts := times()
+		missing := slices.IndexFunc(ts, time.Time.IsZero)
 		if missing < 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			n := 0
-			for _, t := range first {
+			for _, t := range ts {
 				if t.IsZero() {
 					n++
 				}
 			}
-			return fmt.Errorf("%d of %d VIPs unanswered after %s (first: %s)", n, len(first), within, p.targets[missing].Addr())
+			return fmt.Errorf("%d of %d VIPs (%s first) %s %s", n, len(ts), p.targets[missing].Addr(), what, within)
 		}
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
