@@ -648,6 +648,11 @@ func burnerPod(node, image string, cores, milli int) ([]byte, error) {
 
 // starve runs a burner pod on m for f's length: from its container's
 // start (the pod Running) to its deletion, which waits until it is gone.
+// Meanwhile the machine has starvedMachineCPU of this computer's cores:
+// the cluster's machines share them, and a burner free to take them all
+// starves the other machines, the control plane and the client as much
+// as its own node (a root process's wake-up waited 189 ms with it, 8 ms
+// with the same loops alone).
 func (t *kubeTarget) starve(ctx context.Context, m *kube.Machine, f Fault) error {
 	pod, err := burnerPod(m.Name, t.o.Image, runtime.NumCPU(), starveCPURequest())
 	if err != nil {
@@ -655,19 +660,22 @@ func (t *kubeTarget) starve(ctx context.Context, m *kube.Machine, f Fault) error
 	}
 	name := "cpu-starve-" + m.Name
 	return hold(ctx, f.Length, func(ctx context.Context) error {
-		if _, err := t.c.KubectlInput(ctx, pod, "create", "-f", "-"); err != nil {
+		if err := m.LimitCPU(starvedMachineCPU()); err != nil {
 			return err
+		}
+		if _, err := t.c.KubectlInput(ctx, pod, "create", "-f", "-"); err != nil {
+			return errors.Join(err, m.LimitCPU(0))
 		}
 		if _, err := t.c.Kubectl(ctx, "-n", burnerNamespace, "wait", "--for=jsonpath={.status.phase}=Running", "pod/"+name, "--timeout=2m"); err != nil {
 			var p corev1.Pod
 			_ = t.c.KubectlJSON(ctx, &p, "-n", burnerNamespace, "get", "pod", name)
 			_, _ = t.c.Kubectl(context.WithoutCancel(ctx), "-n", burnerNamespace, "delete", "pod", name, "--wait=true", "--timeout=1m")
-			return fmt.Errorf("%w (phase %s: %s %s)", err, p.Status.Phase, p.Status.Reason, p.Status.Message)
+			return errors.Join(fmt.Errorf("%w (phase %s: %s %s)", err, p.Status.Phase, p.Status.Reason, p.Status.Message), m.LimitCPU(0))
 		}
 		return nil
 	}, func(ctx context.Context) error {
 		_, err := t.c.Kubectl(ctx, "-n", burnerNamespace, "delete", "pod", name, "--wait=true", "--timeout=1m")
-		return err
+		return errors.Join(err, m.LimitCPU(0))
 	})
 }
 

@@ -283,3 +283,43 @@ func cgroupRSSOf(path, comm string) (int64, error) {
 	}
 	return total, nil
 }
+
+// limitCPU caps the CPU time of every process in path and below at milli
+// millicores (the CFS bandwidth of the cpu controller: cpu.max in the v2
+// hierarchy, else cpu.cfs_quota_us of the v1 hierarchy that has it); 0
+// lifts the cap.
+func limitCPU(path string, milli int) error {
+	if milli < 0 {
+		return fmt.Errorf("a CPU limit of %dm: must be 0 (none) or more", milli)
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	if u := unified(hs); u != "" {
+		if _, err := os.Stat(filepath.Join(u, path, "cpu.max")); err == nil {
+			v := "max 100000"
+			if milli > 0 {
+				v = fmt.Sprintf("%d 100000", milli*100)
+			}
+			return os.WriteFile(filepath.Join(u, path, "cpu.max"), []byte(v), 0o644)
+		}
+	}
+	for _, h := range hs {
+		dir := filepath.Join(h, path)
+		period, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+		if err != nil {
+			continue
+		}
+		quota := -1
+		if milli > 0 {
+			p, err := strconv.Atoi(strings.TrimSpace(string(period)))
+			if err != nil {
+				return fmt.Errorf("%s/cpu.cfs_period_us: %w", dir, err)
+			}
+			quota = p * milli / 1000
+		}
+		return os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.Itoa(quota)), 0o644)
+	}
+	return errors.New("no cpu controller: neither cpu.max nor cpu.cfs_quota_us in the cgroup hierarchies")
+}

@@ -345,6 +345,13 @@ func (m *Machine) Freeze() error { return freezeCgroup(m.cgroup(), true) }
 // Thaw undoes Freeze.
 func (m *Machine) Thaw() error { return freezeCgroup(m.cgroup(), false) }
 
+// LimitCPU gives the machine's processes, its daemons and pods together,
+// at most milli millicores of this computer's CPU time, as if the machine
+// had that many cores: what a machine's own saturation then takes is its
+// own, not the other machines' and the harness's, which share the cores.
+// 0 lifts the limit.
+func (m *Machine) LimitCPU(milli int) error { return limitCPU(m.cgroup(), milli) }
+
 // CutLink takes the machine off the network (eth0 down), its processes
 // running on. RestoreLink undoes it.
 func (m *Machine) CutLink() error { return m.lab.LinkDown() }
