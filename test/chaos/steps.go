@@ -120,11 +120,11 @@ const harnessCPU = 256000
 // millicores: the rest of a node with this machine's cores.
 func starveCPURequest() int { return runtime.NumCPU()*1000 - ipfailoverCPURequest }
 
-// starvedMachineCPU is how much of this computer's CPU a cluster machine
-// has while a cpu-starve fault saturates it, in millicores: every core but
-// one (one core on a computer of one or two), the rest left to the other
-// machines and the harness.
-func starvedMachineCPU() int { return max(1, runtime.NumCPU()-1) * 1000 }
+// starvedMachineCores is how many of this computer's cores a cluster
+// machine has while a cpu-starve fault saturates it: every core but one
+// (one on a computer of one or two), the rest left to the other machines
+// and the harness.
+func starvedMachineCores() int { return max(1, runtime.NumCPU()-1) }
 
 // ranThrough checks that a starved node's ipfailover (pid) and keepalived
 // (ka, its processes before the fault) ran through the fault: now lists

@@ -284,42 +284,115 @@ func cgroupRSSOf(path, comm string) (int64, error) {
 	return total, nil
 }
 
-// limitCPU caps the CPU time of every process in path and below at milli
-// millicores (the CFS bandwidth of the cpu controller: cpu.max in the v2
-// hierarchy, else cpu.cfs_quota_us of the v1 hierarchy that has it); 0
-// lifts the cap.
-func limitCPU(path string, milli int) error {
-	if milli < 0 {
-		return fmt.Errorf("a CPU limit of %dm: must be 0 (none) or more", milli)
+// limitCores confines every process in path and below to the last cores
+// of the CPUs its parent cgroup may use (cpuset.cpus of the cpuset
+// controller), n of them; 0 gives them all back. Unlike a CFS quota, which
+// stops the whole group once it has used its time in a period, the
+// group's processes keep their usual scheduling on those cores: a machine
+// with fewer cores. In cgroup v1 a child's CPUs must be within its
+// parent's, so a cgroup and those below it shrink deepest first and grow
+// from the top (retried when the kubelet adds a cgroup meanwhile); in v2
+// the machine's own cpuset.cpus bounds what is below it.
+func limitCores(path string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("a limit of %d cores: must be 0 (none) or more", n)
 	}
 	hs, err := hierarchies()
 	if err != nil {
 		return err
 	}
+	parentCPUs := func(h string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(h, filepath.Dir(path), "cpuset.cpus"))
+		if err != nil {
+			return "", err
+		}
+		all := strings.TrimSpace(string(b))
+		if n == 0 {
+			return all, nil
+		}
+		cpus, err := parseCPUList(all)
+		if err != nil {
+			return "", fmt.Errorf("%s/cpuset.cpus: %w", filepath.Dir(path), err)
+		}
+		if n > len(cpus) {
+			return "", fmt.Errorf("a limit of %d cores: %s has %d (%s)", n, filepath.Dir(path), len(cpus), all)
+		}
+		var out []string
+		for _, c := range cpus[len(cpus)-n:] {
+			out = append(out, strconv.Itoa(c))
+		}
+		return strings.Join(out, ","), nil
+	}
 	if u := unified(hs); u != "" {
-		if _, err := os.Stat(filepath.Join(u, path, "cpu.max")); err == nil {
-			v := "max 100000"
-			if milli > 0 {
-				v = fmt.Sprintf("%d 100000", milli*100)
+		if _, err := os.Stat(filepath.Join(u, path, "cpuset.cpus")); err == nil {
+			v := ""
+			if n > 0 {
+				if v, err = parentCPUs(u); err != nil {
+					return err
+				}
 			}
-			return os.WriteFile(filepath.Join(u, path, "cpu.max"), []byte(v), 0o644)
+			return os.WriteFile(filepath.Join(u, path, "cpuset.cpus"), []byte(v), 0o644)
 		}
 	}
 	for _, h := range hs {
-		dir := filepath.Join(h, path)
-		period, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
-		if err != nil {
+		if _, err := os.Stat(filepath.Join(h, path, "cpuset.cpus")); err != nil || unified(hs) == h {
 			continue
 		}
-		quota := -1
-		if milli > 0 {
-			p, err := strconv.Atoi(strings.TrimSpace(string(period)))
-			if err != nil {
-				return fmt.Errorf("%s/cpu.cfs_period_us: %w", dir, err)
-			}
-			quota = p * milli / 1000
+		v, err := parentCPUs(h)
+		if err != nil {
+			return err
 		}
-		return os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.Itoa(quota)), 0o644)
+		for try := 0; ; try++ {
+			var dirs []string
+			_ = filepath.WalkDir(filepath.Join(h, path), func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			if n > 0 {
+				slices.Reverse(dirs) // deepest first
+			}
+			err = nil
+			for _, d := range dirs {
+				if werr := os.WriteFile(filepath.Join(d, "cpuset.cpus"), []byte(v), 0o644); werr != nil && !errors.Is(werr, fs.ErrNotExist) {
+					err = fmt.Errorf("%s/cpuset.cpus = %s: %w", d, v, werr)
+					break
+				}
+			}
+			if err == nil || try == 4 {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
-	return errors.New("no cpu controller: neither cpu.max nor cpu.cfs_quota_us in the cgroup hierarchies")
+	return errors.New("no cpuset controller: no cpuset.cpus in the cgroup hierarchies")
+}
+
+// parseCPUList reads a kernel CPU list such as 0-3,6.
+func parseCPUList(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("CPU list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("CPU list %q: bad range %q", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("CPU list %q: no CPU", s)
+	}
+	return out, nil
 }

@@ -4,80 +4,90 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestLimitCPU: a cgroup's CFS bandwidth follows limitCPU (half a core is
-// half of each period; 0 lifts it), in whichever hierarchy has the cpu
-// controller; a negative limit is refused.
-func TestLimitCPU(t *testing.T) {
+// TestLimitCores: a cgroup and the one below it run on the last core of
+// their parent's CPUs after limitCores(1), on all of them again after
+// limitCores(0); a limit beyond the CPUs there are, or below 0, is
+// refused with what is wrong.
+func TestLimitCores(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: it makes a cgroup")
+		t.Skip("needs root: it makes cgroups")
 	}
-	path := fmt.Sprintf("/ipfk-test-limit-%d", os.Getpid())
-	if err := makeCgroup(path); err != nil {
+	parent := fmt.Sprintf("/ipfk-test-cores-%d", os.Getpid())
+	path := parent + "/machine"
+	if err := makeCgroup(path + "/pod"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := removeCgroup(path); err != nil {
+		if err := removeCgroup(parent); err != nil {
 			t.Error(err)
 		}
 	})
-	// quota reads the limit back as a share of a period (-1: none).
-	quota := func() float64 {
+	hs, err := hierarchies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cpus reads the CPU list of p in the hierarchy that has cpuset.cpus
+	// there (v2: the effective one).
+	cpus := func(p string) []int {
 		t.Helper()
-		hs, err := hierarchies()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if u := unified(hs); u != "" {
-			if b, err := os.ReadFile(filepath.Join(u, path, "cpu.max")); err == nil {
-				f := strings.Fields(string(b))
-				if f[0] == "max" {
-					return -1
-				}
-				q, _ := strconv.Atoi(f[0])
-				p, _ := strconv.Atoi(f[1])
-				return float64(q) / float64(p)
-			}
-		}
 		for _, h := range hs {
-			p, err := os.ReadFile(filepath.Join(h, path, "cpu.cfs_period_us"))
-			if err != nil {
-				continue
+			for _, f := range []string{"cpuset.cpus.effective", "cpuset.cpus"} {
+				if h == unified(hs) && f == "cpuset.cpus" {
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join(h, p, f))
+				if err != nil {
+					continue
+				}
+				l, err := parseCPUList(string(b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
 			}
-			q, err := os.ReadFile(filepath.Join(h, path, "cpu.cfs_quota_us"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			qi, _ := strconv.Atoi(strings.TrimSpace(string(q)))
-			if qi < 0 {
-				return -1
-			}
-			pi, _ := strconv.Atoi(strings.TrimSpace(string(p)))
-			return float64(qi) / float64(pi)
 		}
-		t.Fatal("no cpu controller found")
-		return 0
+		t.Skip("no cpuset controller in the cgroup hierarchies")
+		return nil
 	}
-	if got := quota(); got != -1 {
-		t.Fatalf("a new cgroup's limit: %v cores, want none", got)
-	}
-	if err := limitCPU(path, 500); err != nil {
+	all := cpus(parent)
+	if err := limitCores(path, 1); err != nil {
 		t.Fatal(err)
 	}
-	if got := quota(); got != 0.5 {
-		t.Errorf("after limitCPU(500): %v cores, want 0.5", got)
+	last := all[len(all)-1:]
+	for _, p := range []string{path, path + "/pod"} {
+		if got := cpus(p); !slices.Equal(got, last) {
+			t.Errorf("after limitCores(1): %s on CPUs %v, want %v", p, got, last)
+		}
 	}
-	if err := limitCPU(path, 0); err != nil {
+	if err := limitCores(path, 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := quota(); got != -1 {
-		t.Errorf("after limitCPU(0): %v cores, want none", got)
+	for _, p := range []string{path, path + "/pod"} {
+		if got := cpus(p); !slices.Equal(got, all) {
+			t.Errorf("after limitCores(0): %s on CPUs %v, want %v", p, got, all)
+		}
 	}
-	if err := limitCPU(path, -1); err == nil || !strings.Contains(err.Error(), "-1m") {
-		t.Errorf("limitCPU(-1) = %v, want an error naming -1m", err)
+	for n, want := range map[int]string{-1: "-1 cores", len(all) + 1: fmt.Sprintf("has %d", len(all))} {
+		if err := limitCores(path, n); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("limitCores(%d) = %v, want an error with %q", n, err, want)
+		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string][]int{"0": {0}, "0-1\n": {0, 1}, "0-2,5,7-8": {0, 1, 2, 5, 7, 8}} {
+		if got, err := parseCPUList(in); err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseCPUList(%q) = %v, %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "a", "3-1", "1-x"} {
+		if _, err := parseCPUList(in); err == nil {
+			t.Errorf("parseCPUList(%q): no error", in)
+		}
 	}
 }

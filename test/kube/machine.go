@@ -345,12 +345,12 @@ func (m *Machine) Freeze() error { return freezeCgroup(m.cgroup(), true) }
 // Thaw undoes Freeze.
 func (m *Machine) Thaw() error { return freezeCgroup(m.cgroup(), false) }
 
-// LimitCPU gives the machine's processes, its daemons and pods together,
-// at most milli millicores of this computer's CPU time, as if the machine
-// had that many cores: what a machine's own saturation then takes is its
-// own, not the other machines' and the harness's, which share the cores.
-// 0 lifts the limit.
-func (m *Machine) LimitCPU(milli int) error { return limitCPU(m.cgroup(), milli) }
+// LimitCores confines the machine's processes, its daemons and pods
+// together, to n of this computer's cores (the last ones), as if the
+// machine had n cores: what its own saturation then takes is its own, not
+// the other machines' and the harness's, which share the cores. 0 gives
+// it every core again.
+func (m *Machine) LimitCores(n int) error { return limitCores(m.cgroup(), n) }
 
 // CutLink takes the machine off the network (eth0 down), its processes
 // running on. RestoreLink undoes it.
