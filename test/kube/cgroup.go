@@ -218,14 +218,7 @@ func removeCgroup(path string) error {
 	}
 	var errs []error
 	for _, h := range hs {
-		root := filepath.Join(h, path)
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
+		dirs := subtree(filepath.Join(h, path))
 		// Deepest first.
 		for i := len(dirs) - 1; i >= 0; i-- {
 			if err := rmdirRetry(dirs[i]); err != nil {
@@ -234,6 +227,19 @@ func removeCgroup(path string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// subtree lists the directory root and every directory below it, each
+// before those below it; none when root is not there.
+func subtree(root string) []string {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	return dirs
 }
 
 // rmdirRetry removes a cgroup, waiting a little for a dying process to
@@ -335,7 +341,7 @@ func limitCores(path string, n int) error {
 		}
 	}
 	for _, h := range hs {
-		if _, err := os.Stat(filepath.Join(h, path, "cpuset.cpus")); err != nil || unified(hs) == h {
+		if _, err := os.Stat(filepath.Join(h, path, "cpuset.cpus")); err != nil {
 			continue
 		}
 		v, err := parentCPUs(h)
@@ -343,13 +349,7 @@ func limitCores(path string, n int) error {
 			return err
 		}
 		for try := 0; ; try++ {
-			var dirs []string
-			_ = filepath.WalkDir(filepath.Join(h, path), func(p string, d fs.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, p)
-				}
-				return nil
-			})
+			dirs := subtree(filepath.Join(h, path))
 			if n > 0 {
 				slices.Reverse(dirs) // deepest first
 			}
