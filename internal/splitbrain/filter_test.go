@@ -118,6 +118,28 @@ func TestAdvertFilterSize(t *testing.T) {
 	if _, err := bpf.Assemble(prog); err != nil {
 		t.Fatal(err)
 	}
+	// 254 instances of four VIPs each, 1,016 VIPs, with ten unicast
+	// peers: the ten-node scale row of the bench.
+	four := map[key]expectation{}
+	var peers []netip.Addr
+	for j := range 10 {
+		peers = append(peers, netip.AddrFrom4([4]byte{192, 0, 2, byte(11 + j)}))
+	}
+	for i := range 254 {
+		var vips []netip.Addr
+		for j := range 4 {
+			vips = append(vips, netip.AddrFrom4([4]byte{198, 51, byte(100 + j), byte(i + 1)}))
+		}
+		four[key{vrid: i + 1}] = expectation{version: 3, vips: vips, order: vips, peers: peers}
+	}
+	prog = advertFilter(four, false)
+	if prog == nil {
+		t.Fatal("254 instances of four VIPs: no filter")
+	}
+	t.Logf("254 instances of four VIPs, ten peers: %d instructions", len(prog))
+	if _, err := bpf.Assemble(prog); err != nil {
+		t.Fatal(err)
+	}
 	// 254 instances of 6 VIPs each: too long.
 	big := map[key]expectation{}
 	for i := range 254 {
@@ -182,4 +204,59 @@ func FuzzAdvertFilter(f *testing.F) {
 			t.Fatalf("dropped %x, a foreign advert: %v", in, d)
 		}
 	})
+}
+
+// TestAdvertFilterBlocks: an instance whose block fits the 8-bit skips
+// (four VIPs) and one that does not (130 VIPs, the long form) each drop
+// their members' adverts and pass any that differs, beside each other in
+// one program.
+func TestAdvertFilterBlocks(t *testing.T) {
+	peer := netip.MustParseAddr("192.0.2.11")
+	expect := map[key]expectation{}
+	for vrid, count := range map[int]int{7: 4, 8: 130, 9: 4} {
+		var vips []netip.Addr
+		for j := range count {
+			vips = append(vips, netip.AddrFrom4([4]byte{198, 51, byte(100 + vrid), byte(j + 1)}))
+		}
+		expect[key{vrid: vrid}] = expectation{version: 3, vips: vips, order: vips, peers: []netip.Addr{peer}}
+	}
+	prog := advertFilter(expect, false)
+	if prog == nil {
+		t.Fatal("no filter")
+	}
+	// packet is a member's advert of vrid: an IPv4 header, then VRRPv3.
+	packet := func(vrid int) []byte {
+		e := expect[key{vrid: vrid}]
+		b := make([]byte, 20, 20+8+4*len(e.order))
+		b[0] = 0x45
+		copy(b[12:16], peer.AsSlice())
+		b = append(b, 0x31, byte(vrid), 100, byte(len(e.order)), 0, 20, 0, 0)
+		for _, v := range e.order {
+			b = append(b, v.AsSlice()...)
+		}
+		return b
+	}
+	for _, vrid := range []int{7, 8, 9} {
+		n := len(expect[key{vrid: vrid}].order)
+		tests := []struct {
+			name   string
+			change func([]byte)
+			pass   bool
+		}{
+			{"a member's advert", nil, false},
+			{"the first VIP differs", func(b []byte) { b[20+8+3]++ }, true},
+			{"the last VIP differs", func(b []byte) { b[20+8+4*n-1]++ }, true},
+			{"another count", func(b []byte) { b[20+3]-- }, true},
+			{"another deployment's router id", func(b []byte) { b[20+1] = 99 }, false},
+		}
+		for _, tt := range tests {
+			b := packet(vrid)
+			if tt.change != nil {
+				tt.change(b)
+			}
+			if got := runFilter(t, prog, b); got != tt.pass {
+				t.Errorf("vrid %d (%d VIPs), %s: pass = %v, want %v", vrid, n, tt.name, got, tt.pass)
+			}
+		}
+	}
 }
