@@ -32,12 +32,20 @@ import (
 //
 // A contest costs one unicast probe per round to each other host, and ends
 // in one announcement; announcements of a VIP are at least spacing apart.
+// Rounds stretch with the number of contests, to gap per contest, so a node
+// sends about one contest probe per gap whatever happens on the network: a
+// fleet in turmoil (hundreds of VIPs held twice while every keepalived is
+// late) costs a guard no more than a few contests do, and its clients come
+// back later, not never.
 // The end of a normal handover is a contest too, when the old master still
 // answered the new one's first probe: one announcement more, harmless.
 type contests struct {
 	// round is how long another host has to answer a probe: the longest
 	// a client waits after the other host let go is two rounds.
 	round time.Duration
+	// gap is the round's length per contest going on, when that is
+	// longer than round.
+	gap time.Duration
 	// spacing is the shortest time between two announcements of a VIP.
 	spacing time.Duration
 
@@ -77,7 +85,7 @@ type contestEnd struct {
 }
 
 func newContests(t timing) *contests {
-	return &contests{round: t.contest, spacing: t.spacing,
+	return &contests{round: t.contest, gap: t.contestGap, spacing: t.spacing,
 		held: map[netip.Addr]bool{}, vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}}
 }
 
@@ -116,13 +124,18 @@ func (c *contests) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) []
 		// The other host may have it again: the next announcement
 		// waits for this contest's end.
 		delete(c.pending, vip)
-		c.vips[vip] = &contest{since: now, end: now.Add(c.round), asked: []net.HardwareAddr{mac}}
+		c.vips[vip] = &contest{since: now, end: now.Add(c.roundLen(len(c.vips) + 1)), asked: []net.HardwareAddr{mac}}
 		return []probeTo{{vip, mac}}
 	}
 	if !containsMAC(ct.answered, mac) {
 		ct.answered = append(ct.answered, mac)
 	}
 	return nil
+}
+
+// roundLen is the length of a round while n contests go on.
+func (c *contests) roundLen(n int) time.Duration {
+	return max(c.round, time.Duration(n)*c.gap)
 }
 
 func containsMAC(ms []net.HardwareAddr, m net.HardwareAddr) bool {
@@ -133,13 +146,14 @@ func containsMAC(ms []net.HardwareAddr, m net.HardwareAddr) bool {
 // goes on with probes to the hosts that answered; one without ends, and
 // its VIP is announced (now, or once spacing allows).
 func (c *contests) due(now time.Time) (probes []probeTo, ended []contestEnd, announce []netip.Addr) {
+	round := c.roundLen(len(c.vips))
 	for v, ct := range c.vips {
 		if ct.end.After(now) {
 			continue
 		}
 		if len(ct.answered) > 0 {
 			ct.asked, ct.answered = ct.answered, nil
-			ct.end = now.Add(c.round)
+			ct.end = now.Add(round)
 			for _, m := range ct.asked {
 				probes = append(probes, probeTo{v, m})
 			}

@@ -198,3 +198,50 @@ func TestContests(t *testing.T) {
 		})
 	}
 }
+
+// TestContestsStretch: with many contests at once, rounds stretch to gap
+// per contest, so the probes a node sends per second stay bounded however
+// many VIPs are contested; a single contest keeps its short round.
+func TestContestsStretch(t *testing.T) {
+	start := time.Unix(1000, 0)
+	c := newContests(timing{contest: 200 * time.Millisecond, contestGap: 10 * time.Millisecond, spacing: time.Second})
+	var held []netip.Addr
+	for i := range 200 {
+		held = append(held, netip.AddrFrom4([4]byte{198, 51, 100 + byte(i/250), byte(i%250 + 1)}))
+	}
+	c.setHeld(held)
+	// Every VIP contested, every probe answered (both hosts keep them),
+	// for ten seconds.
+	now := start
+	probes := 0
+	for _, v := range held {
+		ps := c.claim(now, v, macB)
+		probes += len(ps)
+		for _, p := range ps {
+			c.claim(now, p.vip, p.mac)
+		}
+	}
+	for {
+		next, ok := c.next()
+		if !ok || next.Sub(start) > 10*time.Second {
+			break
+		}
+		now = next
+		ps, _, _ := c.due(now)
+		probes += len(ps)
+		for _, p := range ps {
+			c.claim(now, p.vip, p.mac)
+		}
+	}
+	// 200 contests: rounds of 2 s, about 100 probes a second.
+	if perSecond := float64(probes) / 10; perSecond > 130 {
+		t.Errorf("%d contests sent %.0f probes a second, want about 1 per 10ms", len(held), perSecond)
+	}
+	// One contest alone: 200 ms rounds.
+	one := newContests(timing{contest: 200 * time.Millisecond, contestGap: 10 * time.Millisecond, spacing: time.Second})
+	one.setHeld(held[:1])
+	one.claim(start, held[0], macB)
+	if next, _ := one.next(); next.Sub(start) != 200*time.Millisecond {
+		t.Errorf("one contest: round %v, want 200ms", next.Sub(start))
+	}
+}

@@ -28,6 +28,13 @@ type fakeHost struct {
 	*hosttest.Addrs
 	mac     net.HardwareAddr
 	changes chan struct{}
+	// lists counts the listings.
+	lists atomic.Int64
+}
+
+func (h *fakeHost) List(iface string) ([]netip.Prefix, error) {
+	h.lists.Add(1)
+	return h.Addrs.List(iface)
 }
 
 func newFakeHost(prefixes ...string) *fakeHost {
@@ -164,6 +171,11 @@ var testTiming = timing{probe: 100 * time.Millisecond, confirm: 50 * time.Millis
 
 func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
 	t.Helper()
+	return newGuardTestTiming(t, testTiming, raw, prefixes...)
+}
+
+func newGuardTestTiming(t *testing.T, tm timing, raw config.Raw, prefixes ...string) *guardTest {
+	t.Helper()
 	gt := &guardTest{t: t, host: newFakeHost(prefixes...), arp: newFakeConn(), vrrp4: newFakeConn(), k: &fakeKeepalived{}, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	gt.k.pid.Store(100)
 	gt.nsOut, gt.naIn = newFakeConn(), newFakeConn()
@@ -177,7 +189,7 @@ func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
 	g, err := newGuard(Options{
 		Plan: testPlan(t, raw), Host: gt.host, Keepalived: gt.k,
 		Logger: slog.New(slog.NewTextHandler(gt.logs, nil)),
-	}, &ifi, r, gt.socks, testTiming)
+	}, &ifi, r, gt.socks, tm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,5 +625,35 @@ func TestPanickingPacketIsDropped(t *testing.T) {
 	}
 	if !strings.Contains(gt.logs.String(), "dropped a packet whose handling failed") {
 		t.Errorf("no log line for the dropped packet:\n%s", gt.logs)
+	}
+}
+
+// TestGuardRelistGap: a burst of address changes (keepalived adding VIPs
+// one by one, 10 ms apart) is listed once or twice, not once per change
+// (20 listings without the gap), and the last
+// change is listed all the same: the new VIP is probed.
+func TestGuardRelistGap(t *testing.T) {
+	tm := testTiming
+	tm.relistGap = 2 * time.Second
+	gt := newGuardTestTiming(t, tm, config.Raw{VirtualIPs: "192.0.2.100-119"}, "192.0.2.11/24")
+	gt.waitFor("the first listing", func() bool { return gt.host.lists.Load() > 0 })
+	before := gt.host.lists.Load()
+	var last netip.Addr
+	for i := range 20 {
+		last = netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)})
+		if err := gt.host.Add("eth0", netip.PrefixFrom(last, 32)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // the loop sees each change
+	}
+	probe, err := arpProbe(macA, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt.waitFor("a probe of the last VIP added", func() bool {
+		return slices.ContainsFunc(gt.arp.frames(), func(b []byte) bool { return bytes.Equal(b, probe) })
+	})
+	if n := gt.host.lists.Load() - before; n > 3 {
+		t.Errorf("20 changes in a burst: %d listings, want at most 3", n)
 	}
 }

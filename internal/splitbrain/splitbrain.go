@@ -109,22 +109,29 @@ type timing struct {
 	// relist is how often the addresses are listed even when the kernel
 	// reports no change.
 	relist time.Duration
-	// contest is the round of a contest over a VIP, spacing the shortest
-	// time between two announcements of a VIP (see contests).
-	contest, spacing time.Duration
+	// contest is the round of a contest over a VIP, contestGap its
+	// length per contest going on when that is longer, spacing the
+	// shortest time between two announcements of a VIP (see contests).
+	contest, contestGap, spacing time.Duration
+	// relistGap is the shortest time between two listings of the
+	// addresses on the kernel's word that they changed: a burst of
+	// changes (keepalived adding a hundred VIPs) is one listing.
+	relistGap time.Duration
 }
 
 func defaultTiming(advert time.Duration) timing {
 	return timing{
-		probe:   2 * time.Second,
-		gap:     100 * time.Millisecond,
-		spread:  0.25,
-		grid:    time.Second,
-		confirm: time.Second,
-		grace:   max(2*advert, time.Second),
-		relist:  10 * time.Second,
-		contest: 200 * time.Millisecond,
-		spacing: time.Second,
+		probe:      2 * time.Second,
+		gap:        100 * time.Millisecond,
+		spread:     0.25,
+		grid:       time.Second,
+		confirm:    time.Second,
+		grace:      max(2*advert, time.Second),
+		relist:     10 * time.Second,
+		contest:    200 * time.Millisecond,
+		contestGap: 10 * time.Millisecond,
+		spacing:    time.Second,
+		relistGap:  50 * time.Millisecond,
 	}
 }
 
@@ -160,6 +167,9 @@ type Guard struct {
 	pid     int
 	listErr bool
 	sendErr bool
+	// listed is when the addresses were last listed; relistAt, when set,
+	// is when a change the kernel reported since is listed.
+	listed, relistAt time.Time
 
 	// own are the interface's addresses that are not VIPs, for the
 	// advert readers to skip this node's own adverts.
@@ -446,7 +456,7 @@ func (g *Guard) Run(ctx context.Context) error {
 		case err := <-failed:
 			return err
 		case <-changes:
-			g.relist(time.Now())
+			g.changed(time.Now())
 		case <-relist.C:
 			g.relist(time.Now())
 		case c := <-g.claims:
@@ -481,9 +491,22 @@ func (g *Guard) claim(now time.Time, c claim) {
 	g.probe(g.contest.claim(now, c.addr, c.mac))
 }
 
-// next returns when the earliest of the detectors' next steps is due.
+// changed lists the addresses after the kernel said they changed, at once
+// when the last listing is relistGap old, else when it will be.
+func (g *Guard) changed(now time.Time) {
+	if now.Sub(g.listed) >= g.timing.relistGap {
+		g.relist(now)
+		return
+	}
+	if g.relistAt.IsZero() {
+		g.relistAt = g.listed.Add(g.timing.relistGap)
+	}
+}
+
+// next returns when the earliest of the detectors' next steps, or a
+// listing held back, is due.
 func (g *Guard) next() (time.Time, bool) {
-	var at time.Time
+	at := g.relistAt
 	for _, next := range []func() (time.Time, bool){g.dup.next, g.stray.next, g.contest.next} {
 		if t, ok := next(); ok && (at.IsZero() || t.Before(at)) {
 			at = t
@@ -520,6 +543,9 @@ func (g *Guard) step(now time.Time) {
 		}
 	}
 	g.checkRestart()
+	if !g.relistAt.IsZero() && !g.relistAt.After(now) {
+		g.relist(now)
+	}
 	// Rounds that end within probeBatch end now; regular rounds end on
 	// the grid: at 254 VIPs the loop wakes about once a second, not ten
 	// times.
@@ -544,6 +570,7 @@ func (g *Guard) step(now time.Time) {
 // relist reads the interface's addresses: which VIPs this node holds, and
 // its own addresses.
 func (g *Guard) relist(now time.Time) {
+	g.listed, g.relistAt = now, time.Time{}
 	listed, err := g.host.List(g.iface)
 	if err != nil {
 		if !g.listErr {
