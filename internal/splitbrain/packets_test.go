@@ -405,12 +405,14 @@ func TestARPFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []filterCase{
-		{"reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.100", macA, "0.0.0.0"), true},
+		{"reply for a held VIP", arpFrame(t, layers.ARPReply, macB, "192.0.2.100", macA, "0.0.0.0"), true},
+		{"reply for the last held VIP", arpFrame(t, layers.ARPReply, macB, "198.51.100.249", macA, "192.0.2.11"), true},
 		{"probe for a held VIP", probe, true},
 		{"probe for the last held VIP", last, true},
 		{"probe for another address", other, false},
-		{"ordinary reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.12", macA, "192.0.2.11"), true},
-		{"gratuitous request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.100", zero, "192.0.2.100"), true},
+		{"ordinary reply", arpFrame(t, layers.ARPReply, macB, "192.0.2.12", macA, "192.0.2.11"), false},
+		{"gratuitous request for a held VIP", arpFrame(t, layers.ARPRequest, macB, "192.0.2.100", zero, "192.0.2.100"), true},
+		{"gratuitous request for another address", arpFrame(t, layers.ARPRequest, macB, "192.0.2.102", zero, "192.0.2.102"), false},
 		{"ordinary request", arpFrame(t, layers.ARPRequest, macB, "192.0.2.12", zero, "192.0.2.100"), false},
 	}
 	filterCases(t, arpProgram(held), tests)

@@ -111,30 +111,37 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 	return c, nil
 }
 
-// arpProgram passes the ARP frames that claim an address for their
-// sender: replies (to this node's probes, among others), announcements
-// (sender address = target address: the gratuitous ARP keepalived sends as
-// it takes a VIP), and probes (sender address 0.0.0.0) for one of held,
-// the IPv4 VIPs this node holds: another host about to take one, or
-// holding it and checking, or a guard that has just removed it as a stray.
-// Ordinary requests, the bulk of ARP on a busy network, and the other
-// nodes' probes for the VIPs they hold never leave the kernel; the guard
-// attaches a new program whenever the VIPs it holds change. In a conflict,
-// each holder's probe draws the other's reply.
+// arpProgram passes the ARP frames that claim one of held, the IPv4 VIPs
+// this node holds, for their sender: replies (to this node's probes, among
+// others), announcements (sender address = target address: the gratuitous
+// ARP keepalived sends as it takes a VIP) and probes (sender address
+// 0.0.0.0: another host about to take one, or holding it and checking, or
+// a guard that has just removed it as a stray). Ordinary requests, the
+// bulk of ARP on a busy network, and every claim on an address this node
+// does not hold never leave the kernel: while a fleet converges, each
+// master's keepalived sends gratuitous ARPs for every VIP it takes, and ten
+// guards reading them all spent a core between them. The guard attaches a
+// new program whenever the VIPs it holds change. In a conflict, each
+// holder's probe draws the other's reply.
 func arpProgram(held []netip.Addr) []bpf.Instruction {
 	a := newAsm()
 	// The operation, after the Ethernet header and 6 bytes of ARP.
 	a.add(bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
 		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: arpReply, SkipTrue: 1})
-	a.jump("accept")
-	// The sender's protocol address against the target's, and against
-	// 0.0.0.0.
+	a.jump("sender")
+	// A request: the sender's protocol address against the target's (an
+	// announcement claims the sender's), and against 0.0.0.0 (a probe
+	// claims the target's).
 	a.add(bpf.LoadAbsolute{Off: 14 + 24, Size: 4}, bpf.TAX{}, bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
 		bpf.JumpIfX{Cond: bpf.JumpNotEqual, SkipTrue: 1})
-	a.jump("accept")
+	a.jump("held")
 	a.add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1})
 	a.jump("drop")
 	a.add(bpf.TXA{})
+	a.jump("held")
+	a.label("sender")
+	a.add(bpf.LoadAbsolute{Off: 14 + 14, Size: 4})
+	a.label("held")
 	for _, v := range held {
 		if !v.Is4() {
 			continue
