@@ -80,7 +80,7 @@ func TestWatcherGraceEnds(t *testing.T) {
 	client := newClient(self, fastPod("other", workload("old"), "192.0.2.11", true, time.Now().Add(-time.Hour)))
 	var log syncbuf.Buffer
 	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: testHold, FastAdverts: true})
-	start(t, w, &log, addrs("192.0.2.10"))
+	start(t, client, w, &log, addrs("192.0.2.10"))
 	got, err := client.Resource(pods).Namespace(ns).Get(context.Background(), "self", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestPublishWithoutFast(t *testing.T) {
 	client := newClient(self)
 	var log syncbuf.Buffer
 	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: testHold})
-	start(t, w, &log, addrs("192.0.2.10"))
+	start(t, client, w, &log, addrs("192.0.2.10"))
 	got, err := client.Resource(pods).Namespace(ns).Get(context.Background(), "self", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

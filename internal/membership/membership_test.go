@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -46,8 +47,33 @@ func newClient(objs ...runtime.Object) *fake.FakeMetadataClient {
 	if err := metav1.AddMetaToScheme(s); err != nil {
 		panic(err)
 	}
-	return fake.NewSimpleMetadataClient(s, objs...)
+	client := fake.NewSimpleMetadataClient(s, objs...)
+	// The fake's own watch, which also says when the first watch of the
+	// pods is open (start waits for it). A test's reactors prepended
+	// later come first.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if a, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = a.ListOptions
+		}
+		wi, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		if action.GetResource() == pods {
+			once.Do(func() { close(watching) })
+		}
+		return true, wi, nil
+	})
+	watchStarted.Store(client, watching)
+	return client
 }
+
+// watchStarted maps a client of newClient to the channel its first watch
+// of the pods closes.
+var watchStarted sync.Map
 
 func addrs(ss ...string) []netip.Addr {
 	var out []netip.Addr
@@ -105,14 +131,21 @@ func watcher(t *testing.T, client *fake.FakeMetadataClient, addr string) (*Watch
 	t.Helper()
 	var log syncbuf.Buffer
 	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: testHold})
-	start(t, w, &log, addrs(addr))
+	start(t, client, w, &log, addrs(addr))
 	return w, &log
 }
 
 // start prepares w, runs it until the test ends, and waits until it is in
 // sync.
-func start(t *testing.T, w *Watcher, log *syncbuf.Buffer, publish []netip.Addr) {
+//
+// The fake client delivers a change only to the watches open when it is
+// made, and an informer opens its watch after the list that syncs it: a
+// test that changed a pod right after Synced could lose the event (a
+// fresh machine under -race did, once in a whole run). So start also
+// waits for the watch of the pods (see newClient).
+func start(t *testing.T, client *fake.FakeMetadataClient, w *Watcher, log *syncbuf.Buffer, publish []netip.Addr) {
 	t.Helper()
+	watching, _ := watchStarted.Load(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := w.Prepare(ctx, publish); err != nil {
 		cancel()
@@ -128,6 +161,14 @@ func start(t *testing.T, w *Watcher, log *syncbuf.Buffer, publish []netip.Addr) 
 	})
 	if err := w.Synced(ctx); err != nil {
 		t.Fatalf("Synced: %v\n%s", err, log.String())
+	}
+	if watching == nil {
+		return // the test answers the watches itself
+	}
+	select {
+	case <-watching.(chan struct{}):
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the watcher never watched the pods\n%s", log.String())
 	}
 }
 
@@ -260,7 +301,7 @@ func TestComebackWithinTheHold(t *testing.T) {
 	client := newClient(pod("self", workload("x"), ""), pod("b", workload("x"), "192.0.2.12"))
 	var log syncbuf.Buffer
 	w := New(Options{Client: client, Namespace: ns, Pod: "self", Logger: slog.New(slog.NewTextHandler(&log, nil)), Retry: 10 * time.Millisecond, Hold: 5 * time.Second})
-	start(t, w, &log, addrs("192.0.2.11"))
+	start(t, client, w, &log, addrs("192.0.2.11"))
 	var seen []string
 	record := func(v View) { seen = append(seen, fmt.Sprint(v.Peers())) }
 	record(w.View())
@@ -325,6 +366,7 @@ func TestWatchFailureKeepsTheView(t *testing.T) {
 	// server's history does; the fake's watches do not.
 	missed := make(chan *metav1.PartialObjectMetadata, 10)
 	watches := make(chan *watch.FakeWatcher, 100)
+	watchStarted.Delete(client) // its watches are this test's
 	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		if down.Load() {
 			return true, nil, refused
