@@ -103,7 +103,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	binary := keepalived.FindBinary()
 	sup := supervisor.New(supervisor.Options{
 		Binary: binary,
-		Args:   supervisor.Args(cfg.KeepalivedConfig, cfg.KeepalivedFlags),
+		Args:   supervisor.Args(cfg.KeepalivedConfig, cfg.KeepalivedFlags, supervisor.HasSyslog(supervisor.SyslogSocket)),
 		Stdout: os.Stdout, Stderr: os.Stderr,
 		Logger: log,
 		Reaper: reaper,

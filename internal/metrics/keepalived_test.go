@@ -116,7 +116,7 @@ func startKeepalived(t testing.TB) *keepalivedLab {
 	}
 	out := &syncbuf.Buffer{}
 	// ip netns exec execs keepalived, so the PID is keepalived's parent process.
-	cmd := exec.Command("ip", "netns", "exec", name, "keepalived", "-n", "--log-console", "-f", conf,
+	cmd := exec.Command("ip", "netns", "exec", name, "keepalived", "-n", "--log-console", "--no-syslog", "-f", conf,
 		"-p", filepath.Join(dir, "keepalived.pid"), "-r", filepath.Join(dir, "vrrp.pid"), "-c", filepath.Join(dir, "checkers.pid"))
 	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
 	cmd.Stdout, cmd.Stderr = out, out

@@ -93,7 +93,7 @@ func startReal(t *testing.T) *realRig {
 	// `ip netns exec` execs keepalived in place, so its pid is the one the
 	// supervisor started.
 	args := append([]string{"netns", "exec", r.ns, keepalived.DefaultBinary},
-		Args(conf, []string{"-D", "-P", "-r", r.vrrpPIDFile, "-c", filepath.Join(dir, "checkers.pid"), "-b", filepath.Join(dir, "bfd.pid")})...)
+		Args(conf, []string{"-D", "-P", "-r", r.vrrpPIDFile, "-c", filepath.Join(dir, "checkers.pid"), "-b", filepath.Join(dir, "bfd.pid")}, false)...)
 	args = append(args, "-p", r.pidFile)
 
 	var ctx context.Context

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -69,9 +70,33 @@ type Options struct {
 }
 
 // Args returns keepalived's arguments for config: in the foreground, logging
-// to the console, then the extra flags (see ExtraFlags).
-func Args(config string, extra []string) []string {
-	return append([]string{"-n", "--log-console", "-f", config}, extra...)
+// to the console (its standard error), not to syslog unless syslog is true,
+// then the extra flags (see ExtraFlags).
+//
+// keepalived logs every line to syslog as well as to the console. Where no
+// syslog daemon listens (a container, a network namespace on a bare host),
+// the C library then writes the line to /dev/console instead: on a host
+// whose console is a serial port that is a few kilobytes a second for all
+// keepalived processes together, and a keepalived that logs faster (a fleet
+// of 254 instances at 0.2 s in turmoil) blocks on it, sends its adverts
+// late, and its peers take its VIPs. The console copy duplicates the
+// standard error ipfailover passes on, so it is never wanted.
+func Args(config string, extra []string, syslog bool) []string {
+	args := []string{"-n", "--log-console"}
+	if !syslog {
+		args = append(args, "--no-syslog")
+	}
+	return append(append(args, "-f", config), extra...)
+}
+
+// SyslogSocket is where the C library's syslog sends its lines.
+const SyslogSocket = "/dev/log"
+
+// HasSyslog reports whether a syslog daemon's socket is at path (a
+// container that mounts the host's /dev/log keeps keepalived's syslog).
+func HasSyslog(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().Type() == fs.ModeSocket
 }
 
 // ExitStatus is how a keepalived process ended.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"golang.org/x/sys/unix"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,7 +124,7 @@ type run struct {
 func (f *fake) options(logs *syncbuf.Buffer) Options {
 	return Options{
 		Binary:          fakeBinary,
-		Args:            Args("/etc/keepalived/test.conf", nil),
+		Args:            Args("/etc/keepalived/test.conf", nil, false),
 		Env:             f.env(),
 		Logger:          slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PIDFile:         filepath.Join(f.dir, "no-such.pid"),
@@ -192,7 +193,7 @@ func startFake(t *testing.T, f *fake, mutate func(*Options)) (*run, *syncbuf.Buf
 func TestStartArgvAndStop(t *testing.T) {
 	f := newFake(t)
 	r, logs := startFake(t, f, func(o *Options) {
-		o.Args = Args("/etc/keepalived/test.conf", []string{"-D", "--vrrp"})
+		o.Args = Args("/etc/keepalived/test.conf", []string{"-D", "--vrrp"}, false)
 	})
 	<-r.s.Started()
 	wait.For(t, "the start event", func() bool { return len(f.starts()) == 1 })
@@ -212,7 +213,7 @@ func TestStartArgvAndStop(t *testing.T) {
 	if err := json.Unmarshal([]byte("["+list), &argv); err != nil {
 		t.Fatalf("event %q: %v", line, err)
 	}
-	want := []string{fakeBinary, "-n", "--log-console", "-f", "/etc/keepalived/test.conf", "-D", "--vrrp"}
+	want := []string{fakeBinary, "-n", "--log-console", "--no-syslog", "-f", "/etc/keepalived/test.conf", "-D", "--vrrp"}
 	if diff := cmp.Diff(want, argv); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
@@ -237,6 +238,35 @@ func TestStartArgvAndStop(t *testing.T) {
 	for _, msg := range []string{`msg="keepalived started"`, `msg="stopping keepalived"`, `msg="keepalived stopped"`} {
 		if !strings.Contains(logs.String(), msg) {
 			t.Errorf("log lacks %s:\n%s", msg, logs)
+		}
+	}
+}
+
+// TestArgsSyslog: keepalived logs to syslog only where a syslog socket
+// is; elsewhere the C library would copy every line to /dev/console.
+func TestArgsSyslog(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "log")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{sock, []string{"-n", "--log-console", "-f", "k.conf", "-D"}},
+		{file, []string{"-n", "--log-console", "--no-syslog", "-f", "k.conf", "-D"}},
+		{filepath.Join(dir, "missing"), []string{"-n", "--log-console", "--no-syslog", "-f", "k.conf", "-D"}},
+	} {
+		got := Args("k.conf", []string{"-D"}, HasSyslog(tc.path))
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Args (-want +got):\n%s", filepath.Base(tc.path), diff)
 		}
 	}
 }
