@@ -119,8 +119,9 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 // a guard that has just removed it as a stray). Ordinary requests, the
 // bulk of ARP on a busy network, and every claim on an address this node
 // does not hold never leave the kernel: while a fleet converges, each
-// master's keepalived sends gratuitous ARPs for every VIP it takes, and ten
-// guards reading them all spent a core between them. The guard attaches a
+// master's keepalived sends gratuitous ARPs for every VIP it takes, and
+// every guard would otherwise read and decode all of them, only to drop
+// those for VIPs it does not hold. The guard attaches a
 // new program whenever the VIPs it holds change. In a conflict, each
 // holder's probe draws the other's reply.
 func arpProgram(held []netip.Addr) []bpf.Instruction {
