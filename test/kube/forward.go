@@ -2,8 +2,10 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -36,6 +38,10 @@ func (c *Cluster) startForwarder(ctx context.Context, argv []string) error {
 		return err
 	}
 	portFile := filepath.Join(dir, "port")
+	// A port file left by an earlier forwarder names a port nobody serves.
+	if err := os.Remove(portFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	cmd := append(append([]string{}, argv...), c.st.Dir)
 	if err := c.detach(ctx, daemonProcess{c.forwarderCgroup(), filepath.Join(dir, "pid"), filepath.Join(dir, "log"), cmd}); err != nil {
 		return fmt.Errorf("starting the API forwarder: %w", err)
@@ -80,7 +86,9 @@ func Forward(ctx context.Context, dir string) error {
 		ln.Close()
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
-	if err := os.WriteFile(filepath.Join(dir, "forwarder", "port"), []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
+	// Written whole: startForwarder polls for this file and reads it as
+	// soon as it exists.
+	if err := writeFileAtomic(filepath.Join(dir, "forwarder", "port"), []byte(strconv.Itoa(port)+"\n")); err != nil {
 		return err
 	}
 	target := netip.AddrPortFrom(st.ControlPlane.Addr4, APIPort).String()

@@ -132,9 +132,15 @@ func (st *State) write() error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(st.Dir, StateName)
+	return writeFileAtomic(filepath.Join(st.Dir, StateName), append(data, '\n'))
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it over path, so that a reader polling path sees nothing or all of it,
+// never an empty or partly written file.
+func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
