@@ -64,6 +64,9 @@ type Data struct {
 	// flight during one says nothing of its VIP, and no outage counts
 	// the time in one.
 	Stalls []Interval
+	// Controls are the client's probes of each node's own address, by
+	// node index (see Hiccups).
+	Controls [][]Probe
 }
 
 // Window is the span in which an outage or a duplicate counts as the
@@ -97,6 +100,9 @@ type Analysis struct {
 	// Kept counts the VIPs the nodes of keep faults held when they began:
 	// the checks the handovers were found in.
 	Kept int
+	// Hiccups are the machine's hiccups (Data.Hiccups) outside the
+	// client's stalls: no outage counts the time in one.
+	Hiccups []Interval
 }
 
 // Handover is a VIP of a keep fault's node held otherwise (by another
@@ -227,6 +233,7 @@ func Analyse(d *Data) Analysis {
 		return c
 	}
 	down := d.allDown()
+	a.Hiccups = subtract(d.Hiccups(), d.Stalls)
 	byKind := map[Kind]*KindResult{}
 	kindOf := func(k Kind) *KindResult {
 		if byKind[k] == nil {
@@ -258,6 +265,7 @@ func Analyse(d *Data) Analysis {
 			}
 			o.Interval = o2
 			o.Stalled = total(d.Stalls, o.Start, o.End)
+			o.Hiccup = total(a.Hiccups, o.Start, o.End)
 			mid := o.Start.Add(o.Len() / 2)
 			if e := EntryAt(d.Entries[vip], mid); e != "" && !slices.Contains(HoldersAt(d.Holdings[vip], mid), e) {
 				o.Stranded = e
@@ -265,18 +273,23 @@ func Analyse(d *Data) Analysis {
 			c := charge(o.Start)
 			res.Outages = append(res.Outages, o)
 			res.Charges = append(res.Charges, c)
-			res.Down += o.Len() - o.Stalled
+			res.Down += o.Counted()
 			if c.Record < 0 {
 				res.Held = append(res.Held, Measure{})
-				a.Violations = append(a.Violations, Violation{Record: -1, VIP: vip, What: "unexplained outage", Got: o.Len() - o.Stalled, At: o.Start})
+				// One wholly in the client's stalls and the machine's
+				// hiccups is not the VIP's to explain.
+				if o.Counted() > 0 {
+					a.Violations = append(a.Violations, Violation{Record: -1, VIP: vip, What: "unexplained outage", Got: o.Counted(), At: o.Start})
+				}
 				continue
 			}
 			r := d.Records[c.Record]
 			kr := kindOf(r.Kind)
 			kr.Outages[vi] = append(kr.Outages[vi], o.Len())
 			got, limit := d.measure(o.Interval, wins)
-			// The client's stalls in the held part are not the VIP's.
-			got -= total(d.Stalls, o.End.Add(-got), o.End)
+			// The client's stalls and the machine's hiccups in the held
+			// part are not the VIP's.
+			got -= total(d.Stalls, o.End.Add(-got), o.End) + total(a.Hiccups, o.End.Add(-got), o.End)
 			res.Held = append(res.Held, Measure{got, limit})
 			if got > limit {
 				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: got, Limit: limit, At: o.Start})

@@ -411,3 +411,47 @@ func TestAnalyseHandoverBeganTwice(t *testing.T) {
 		t.Errorf("handovers %+v, want one, excused by the freeze of node3", a.Handovers)
 	}
 }
+
+func TestHiccups(t *testing.T) {
+	d := twoFaults()
+	d.Lead = 0
+	d.Records = append(d.Records, Record{Fault: Fault{Index: 4, Kind: Segment}, Began: at(5000), Ended: at(5500), Recovered: at(5500)})
+	d.Controls = [][]Probe{
+		// node1: dead from 1 s to 4.55 s; with the others at 9.5 s and
+		// in the segment fault.
+		probes(10000, "node1", [2]int{1000, 4550}, [2]int{5100, 5200}, [2]int{9500, 9600}),
+		// node2: with node3 at 2 s (node1 dead: two witnesses are
+		// enough), alone at 3 s, its service stopped from 6.5 s.
+		probes(10000, "node2", [2]int{2000, 2300}, [2]int{3000, 3100}, [2]int{5100, 5200}, [2]int{6500, 8000}, [2]int{9500, 9600}),
+		probes(10000, "node3", [2]int{2000, 2300}, [2]int{5100, 5200}, [2]int{9500, 9600}),
+	}
+	want := []Interval{{at(2000), at(2300)}, {at(9500), at(9600)}}
+	if diff := cmp.Diff(want, d.Hiccups()); diff != "" {
+		t.Errorf("hiccups (-want +got):\n%s", diff)
+	}
+	// The node death's outage was 100 ms over its limit and A's last
+	// one unexplained; the hiccups take 300 ms out of the first and all
+	// of the second.
+	a := Analyse(d)
+	if len(a.Violations) != 0 {
+		t.Errorf("violations %+v, want none: the machine's hiccups are not the VIPs'", a.Violations)
+	}
+	r := a.VIPs[0]
+	if len(r.Outages) != 2 || r.Outages[0].Hiccup != 300*time.Millisecond || r.Outages[1].Counted() != 0 {
+		t.Fatalf("A's outages %+v, want 300 ms of the first and all of the second in hiccups", r.Outages)
+	}
+	if r.Down != 2900*time.Millisecond {
+		t.Errorf("A down %s, want 2.9 s (3.2 s less the hiccup)", r.Down)
+	}
+	// One node failing alone, or all of them with one witness left, is
+	// no hiccup.
+	d.Controls[2] = probes(10000, "node3")
+	if got := d.Hiccups(); len(got) != 0 {
+		t.Errorf("hiccups with node3 answering throughout: %v, want none", got)
+	}
+	d.Controls = d.Controls[:2]
+	d.Controls[1] = probes(10000, "node2", [2]int{2000, 2300})
+	if got := d.Hiccups(); len(got) != 0 {
+		t.Errorf("hiccups with node1 dead and node2 the only witness: %v, want none", got)
+	}
+}

@@ -16,6 +16,9 @@ import (
 // namespace and the interface that carries the VIPs.
 type Observed struct {
 	Name, Netns, Link string
+	// Addr is the node's own IPv4 address: the client probes the checked
+	// service there too (see Data.Hiccups).
+	Addr netip.Addr
 }
 
 // Observer follows, from netlink notifications in every node's namespace,

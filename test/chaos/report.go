@@ -47,6 +47,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 		p("The machine's load average (1 minute) during the run: %.1f–%.1f on %d cores; the lab shares them with whatever else runs.", slices.Min(res.Load), slices.Max(res.Load), runtime.NumCPU())
 	}
 	p("%s", stallText(d, a))
+	p("%s", hiccupText(d, a))
 	p("")
 
 	if !res.Pass() {
@@ -164,22 +165,14 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 		p("")
 		p("Gaps of more than %s (%d probe intervals) between two rounds of the client's probes, the longest first (up to 20): the harness did not run then. Timeouts of probes in flight during one are not counted; outages exclude the stalled time.", fmtDur(StallAfter*ProbeInterval), StallAfter)
 		p("")
-		p("| at | stalled | outages it fell in |")
-		p("|---|---|---|")
-		stalls := slices.Clone(d.Stalls)
-		slices.SortStableFunc(stalls, func(x, y Interval) int { return cmp.Compare(y.Len(), x.Len()) })
-		for _, st := range stalls[:min(len(stalls), 20)] {
-			var in []string
-			for _, r := range a.VIPs {
-				for _, o := range r.Outages {
-					if o.Overlaps(st) {
-						in = append(in, fmt.Sprintf("%s at %s", shortVIP(r.VIP), fmtOffset(o.Start.Sub(d.Start))))
-					}
-				}
-			}
-			p("| %s | %s | %s |", fmtOffset(st.Start.Sub(d.Start)), fmtDur(st.Len()), strings.Join(in, ", "))
-		}
+		spanTable(p, d, a, "stalled", d.Stalls)
+	}
+	if len(a.Hiccups) > 0 {
+		p("## Machine hiccups")
 		p("")
+		p("Spans in which no node's own address answered the client either (every node no fault had taken down, at least two, and no segment fault), outside the client's stalls, the longest first (up to 20): the machine did not run the nodes' services or their network then. Outages exclude the time in them.")
+		p("")
+		spanTable(p, d, a, "no node answered", a.Hiccups)
 	}
 
 	p("## Invariants at the end")
@@ -232,6 +225,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("")
 	p("- **Outage**: a run of failed probes of one VIP, from the first failed probe's start to the answer of the next probe that succeeded, less the round trip of the last answer before the outage (an answer that arrives late, once the VIP is back, does not shorten it; a slow path does not lengthen it). Availability is the share of the measured time in no outage.")
 	p("- **Client stalled**: a gap of more than %s between two rounds of the client's probes (the machine did not run the harness). A probe that timed out in flight during a stall is left out (the client could not read its answer), and the stalled time within an outage counts neither in the down time nor against a limit. The checked service each node serves is a program of the node's own, so a stall of the harness cannot stop it from answering.", fmtDur(StallAfter*ProbeInterval))
+	p("- **Machine hiccup**: a span in which the client's probes of every node's own address (the same service on the same port, an address that never moves) failed too, for every node that no fault had taken down (from its injection less a probe's deadline to its recovery), at least two of them, outside any segment fault's window. The VIPs' outages within it are the machine's, not the failover's: their time there counts neither in the down time nor against a limit, as with the client's stalls.")
 	p("- **Held**: the VIP is on a node's link and the link is up with its carrier; **on two nodes** when two hold it (a frozen node or a dead node's kernel still answers for its addresses); **no holder while a node could hold it**: no node holds it and at least one node is not down by a fault (killed, frozen, cut, its service or ipfailover stopped, until it is ready again).")
 	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
 	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last change (a fault begun or undone) while the outage was within it. A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
@@ -268,6 +262,9 @@ func outagesOf(vr VIPResult, ri int) string {
 		if o.Stalled > 0 {
 			w += ", the client stalled " + fmtDur(o.Stalled) + " of it"
 		}
+		if o.Hiccup > 0 {
+			w += ", the machine hiccuped " + fmtDur(o.Hiccup) + " of it"
+		}
 		return w
 	}
 	if len(os) <= 3 {
@@ -286,6 +283,47 @@ func outagesOf(vr VIPResult, ri int) string {
 		}
 	}
 	return fmt.Sprintf("%d outages%s, the longest %s (%s), %s in all", len(os), mark, fmtDur(longest.Len()), why(longest), fmtDur(sum))
+}
+
+// spanTable writes a table of spans (the longest first, up to 20) and the
+// outages each fell in.
+func spanTable(p func(string, ...any), d *Data, a *Analysis, what string, spans []Interval) {
+	p("| at | %s | outages it fell in |", what)
+	p("|---|---|---|")
+	spans = slices.Clone(spans)
+	slices.SortStableFunc(spans, func(x, y Interval) int { return cmp.Compare(y.Len(), x.Len()) })
+	for _, sp := range spans[:min(len(spans), 20)] {
+		var in []string
+		for _, r := range a.VIPs {
+			for _, o := range r.Outages {
+				if o.Overlaps(sp) {
+					in = append(in, fmt.Sprintf("%s at %s", shortVIP(r.VIP), fmtOffset(o.Start.Sub(d.Start))))
+				}
+			}
+		}
+		p("| %s | %s | %s |", fmtOffset(sp.Start.Sub(d.Start)), fmtDur(sp.Len()), strings.Join(in, ", "))
+	}
+	p("")
+}
+
+// hiccupText says how often the machine hiccuped and what that took out of
+// the figures.
+func hiccupText(d *Data, a *Analysis) string {
+	if len(d.Controls) == 0 {
+		return "The nodes' own addresses were not probed: no machine hiccups are told apart."
+	}
+	if len(a.Hiccups) == 0 {
+		return "The machine never hiccuped: at no moment did every node's own address fail the client at once (see Machine hiccups)."
+	}
+	longest := slices.MaxFunc(a.Hiccups, func(x, y Interval) int { return cmp.Compare(x.Len(), y.Len()) })
+	var inOutages time.Duration
+	for _, r := range a.VIPs {
+		for _, o := range r.Outages {
+			inOutages += o.Hiccup
+		}
+	}
+	return fmt.Sprintf("The machine hiccuped %d times (the client probed every node's own address as well, every %s: no node a fault had not taken down answered there either; the longest %s at %s, %s in all): the outages' %s within hiccups is not counted as the VIPs' (see Machine hiccups).",
+		len(a.Hiccups), ProbeInterval, fmtDur(longest.Len()), fmtOffset(longest.Start.Sub(d.Start)), fmtDur(total(a.Hiccups, d.Start, d.End)), fmtDur(inOutages))
 }
 
 // stallText says how often the client stalled and what that took out of

@@ -184,6 +184,10 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	for _, v := range t.vips() {
 		targets = append(targets, netip.AddrPortFrom(v, ServicePort))
 	}
+	// Then every node's own address, the control: see Data.Hiccups.
+	for _, n := range t.observed() {
+		targets = append(targets, netip.AddrPortFrom(n.Addr, ServicePort))
+	}
 	dial, closeDialer, err := t.dialer()
 	if err != nil {
 		obs.Stop()
@@ -199,7 +203,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 		return nil, err
 	}
 	d.Start = time.Now()
-	fmt.Fprintf(out, "%8s  probing %d VIPs every %s from the client\n", "0.000s", len(targets), ProbeInterval)
+	fmt.Fprintf(out, "%8s  probing %d VIPs and %d nodes' own addresses every %s from the client\n", "0.000s", len(t.vips()), len(targets)-len(t.vips()), ProbeInterval)
 
 	res := &Result{Schedule: sched, Data: d, Load: loadAverage(nil)}
 	recs := make([]Record, len(sched.Faults))
@@ -299,7 +303,8 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	d.Records = recs
 	d.End = time.Now()
 	res.Load = loadAverage(res.Load)
-	d.Probes = prober.Stop()
+	probes := prober.Stop()
+	d.Probes, d.Controls = probes[:len(d.VIPs)], probes[len(d.VIPs):]
 	d.Stalls = prober.Stalls()
 	var oerrs []error
 	d.Holdings, d.Entries, oerrs = obs.Stop()

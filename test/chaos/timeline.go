@@ -46,11 +46,19 @@ type Outage struct {
 	// Stalled is how long the client itself was stalled within the
 	// outage (see Data.Stalls): not counted as the VIP's.
 	Stalled time.Duration
+	// Hiccup is how long of the outage, outside the client's stalls, the
+	// machine hiccuped (see Data.Hiccups): not counted as the VIP's
+	// either.
+	Hiccup time.Duration
 	// Stranded names the node the client's neighbour entry sent the
 	// VIP's packets to in the middle of the outage, when that node did not
 	// hold the VIP then ("" otherwise): a client left behind.
 	Stranded string
 }
+
+// Counted is the part of the outage counted as the VIP's: its length
+// less the client's stalls and the machine's hiccups in it.
+func (o Outage) Counted() time.Duration { return o.Len() - o.Stalled - o.Hiccup }
 
 func sortBySent(ps []Probe) []Probe {
 	ps = slices.Clone(ps)
