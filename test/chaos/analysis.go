@@ -234,6 +234,7 @@ func Analyse(d *Data) Analysis {
 	}
 	down := d.allDown()
 	a.Hiccups = subtract(d.Hiccups(), d.Stalls)
+	controlFails, nodeDowns := d.controlFails(), d.nodeDowns()
 	byKind := map[Kind]*KindResult{}
 	kindOf := func(k Kind) *KindResult {
 		if byKind[k] == nil {
@@ -270,6 +271,7 @@ func Analyse(d *Data) Analysis {
 			if e := EntryAt(d.Entries[vip], mid); e != "" && !slices.Contains(HoldersAt(d.Holdings[vip], mid), e) {
 				o.Stranded = e
 			}
+			o.Mute = d.muteHolders(controlFails, nodeDowns, vip, mid)
 			c := charge(o.Start)
 			res.Outages = append(res.Outages, o)
 			res.Charges = append(res.Charges, c)

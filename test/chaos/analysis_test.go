@@ -440,6 +440,11 @@ func TestHiccups(t *testing.T) {
 	if len(r.Outages) != 2 || r.Outages[0].Hiccup != 300*time.Millisecond || r.Outages[1].Counted() != 0 {
 		t.Fatalf("A's outages %+v, want 300 ms of the first and all of the second in hiccups", r.Outages)
 	}
+	// A's second outage: node2 held it and did not answer at its own
+	// address either; in the first node1 held it, dead.
+	if diff := cmp.Diff([]string{"node2"}, r.Outages[1].Mute); diff != "" || r.Outages[0].Mute != nil {
+		t.Errorf("silent holders %v and %v, want none and node2 (-want +got of the second):\n%s", r.Outages[0].Mute, r.Outages[1].Mute, diff)
+	}
 	if r.Down != 2900*time.Millisecond {
 		t.Errorf("A down %s, want 2.9 s (3.2 s less the hiccup)", r.Down)
 	}
@@ -449,9 +454,10 @@ func TestHiccups(t *testing.T) {
 	if got := d.Hiccups(); len(got) != 0 {
 		t.Errorf("hiccups with node3 answering throughout: %v, want none", got)
 	}
-	d.Controls = d.Controls[:2]
-	d.Controls[1] = probes(10000, "node2", [2]int{2000, 2300})
+	d.Controls[2] = probes(10000, "node3", [2]int{2000, 2300})
+	d.Records = append(d.Records, Record{Fault: Fault{Index: 5, Kind: ServiceStop, Nodes: []int{1}}, Began: at(1500), Ended: at(2500), Recovered: at(2500),
+		Downs: []NodeDown{{1, Interval{at(1500), at(2500)}}}})
 	if got := d.Hiccups(); len(got) != 0 {
-		t.Errorf("hiccups with node1 dead and node2 the only witness: %v, want none", got)
+		t.Errorf("hiccups with node1 and node2 down and node3 the only witness: %v, want none", got)
 	}
 }

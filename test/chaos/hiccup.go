@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"net/netip"
 	"slices"
 	"time"
 )
@@ -20,24 +21,13 @@ import (
 // window has no hiccup: its loss and delay are what the client's failed
 // probes then measure.
 func (d *Data) Hiccups() []Interval {
-	if len(d.Controls) < 2 {
+	if len(d.Controls) < 2 || len(d.Controls) != len(d.Nodes) {
 		return nil
 	}
-	fails := make([][]Interval, len(d.Controls))
-	for n, ps := range d.Controls {
-		judged, _ := d.outsideStalls(ps)
-		for _, o := range Outages(judged) {
-			fails[n] = append(fails[n], o.Interval)
-		}
-	}
-	downs := make([][]Interval, len(d.Controls))
+	fails := d.controlFails()
+	downs := d.nodeDowns()
 	var impaired []Interval
 	for _, r := range d.Records {
-		for _, nd := range r.Downs {
-			if nd.Node >= 0 && nd.Node < len(downs) {
-				downs[nd.Node] = append(downs[nd.Node], Interval{nd.Start.Add(-d.Lead), nd.End})
-			}
-		}
 		if r.Kind == Segment {
 			impaired = append(impaired, d.Window(r))
 		}
@@ -55,22 +45,19 @@ func (d *Data) Hiccups() []Interval {
 	}
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 	ts = slices.CompactFunc(ts, func(a, b time.Time) bool { return a.Equal(b) })
-	in := func(is []Interval, t time.Time) bool {
-		return slices.ContainsFunc(is, func(i Interval) bool { return i.Contains(t) })
-	}
 	var out []Interval
 	for k := 0; k+1 < len(ts); k++ {
 		mid := ts[k].Add(ts[k+1].Sub(ts[k]) / 2)
-		if in(impaired, mid) {
+		if spanAt(impaired, mid) {
 			continue
 		}
 		witnesses, all := 0, true
 		for n := range fails {
-			if in(downs[n], mid) {
+			if spanAt(downs[n], mid) {
 				continue
 			}
 			witnesses++
-			if !in(fails[n], mid) {
+			if !spanAt(fails[n], mid) {
 				all = false
 				break
 			}
@@ -80,4 +67,52 @@ func (d *Data) Hiccups() []Interval {
 		}
 	}
 	return merge(out)
+}
+
+// controlFails are, by node index, the outages of the client's probes of
+// the node's own address (Data.Controls), less the probes that timed out
+// in flight while the client stalled.
+func (d *Data) controlFails() [][]Interval {
+	fails := make([][]Interval, len(d.Controls))
+	for n, ps := range d.Controls {
+		judged, _ := d.outsideStalls(ps)
+		for _, o := range Outages(judged) {
+			fails[n] = append(fails[n], o.Interval)
+		}
+	}
+	return fails
+}
+
+// nodeDowns are, by node index, the spans in which a fault had taken the
+// node down, from the injection less Lead (a probe in flight then fails
+// with it) to its recovery.
+func (d *Data) nodeDowns() [][]Interval {
+	downs := make([][]Interval, len(d.Nodes))
+	for _, r := range d.Records {
+		for _, nd := range r.Downs {
+			if nd.Node >= 0 && nd.Node < len(downs) {
+				downs[nd.Node] = append(downs[nd.Node], Interval{nd.Start.Add(-d.Lead), nd.End})
+			}
+		}
+	}
+	return downs
+}
+
+// muteHolders returns the nodes that held vip at t, were not down by a
+// fault, and did not answer the client at their own address then either:
+// the VIP was in place and the node itself did not answer.
+func (d *Data) muteHolders(fails, downs [][]Interval, vip netip.Addr, t time.Time) []string {
+	var out []string
+	for _, h := range HoldersAt(d.Holdings[vip], t) {
+		n := slices.Index(d.Nodes, h)
+		if n >= 0 && n < len(fails) && n < len(downs) && spanAt(fails[n], t) && !spanAt(downs[n], t) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// spanAt reports whether an interval of is contains t.
+func spanAt(is []Interval, t time.Time) bool {
+	return slices.ContainsFunc(is, func(i Interval) bool { return i.Contains(t) })
 }

@@ -262,6 +262,9 @@ func outagesOf(vr VIPResult, ri int) string {
 		if o.Stalled > 0 {
 			w += ", the client stalled " + fmtDur(o.Stalled) + " of it"
 		}
+		if len(o.Mute) > 0 {
+			w += ", its holder " + strings.Join(o.Mute, "+") + " silent at its own address too"
+		}
 		if o.Hiccup > 0 {
 			w += ", the machine hiccuped " + fmtDur(o.Hiccup) + " of it"
 		}

@@ -54,6 +54,11 @@ type Outage struct {
 	// VIP's packets to in the middle of the outage, when that node did not
 	// hold the VIP then ("" otherwise): a client left behind.
 	Stranded string
+	// Mute names the nodes that held the VIP in the middle of the outage
+	// and did not answer the client at their own address then either
+	// (see Data.Controls): the VIP was where it should be, the node
+	// itself did not answer.
+	Mute []string
 }
 
 // Counted is the part of the outage counted as the VIP's: its length
