@@ -206,9 +206,11 @@ func (k *kubeRun) gaps(ctx context.Context, row string, action func() error) err
 	if err != nil {
 		return fmt.Errorf("%s: %w", row, err)
 	}
+	// The rows keep the whole gap, the machine's share in it included
+	// (the log says how much that was).
 	for i, g := range gaps {
-		k.r.add(row, Sample{Value: g})
-		k.r.o.Log.Info(row, "vip", k.vips[i], "longest_gap", g.Round(time.Millisecond))
+		k.r.add(row, Sample{Value: g.Raw})
+		k.r.o.Log.Info(row, "vip", k.vips[i], "longest_gap", g)
 	}
 	return nil
 }

@@ -229,16 +229,48 @@ func (c *Cluster) Events(ctx context.Context, fieldSelector string, since time.T
 // (the handshake's round trip, by the kernel's clock: lab.ProbeTCP).
 const ProbeDeadline = 50 * time.Millisecond
 
+// Gap is a target's longest run without an answer during ProbeDuring.
+type Gap struct {
+	// Longest leaves out the time in which no node answered at its own
+	// address either (lab.MachineGaps); Raw is the same gap whole.
+	Longest, Raw time.Duration
+}
+
+func (g Gap) String() string {
+	if g.Raw == g.Longest {
+		return g.Longest.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s (%s, less %s in which no node answered at its own address either)",
+		g.Longest.Round(time.Millisecond), g.Raw.Round(time.Millisecond), (g.Raw - g.Longest).Round(time.Millisecond))
+}
+
+// machineGapAfter is how long every node's own address must go unanswered
+// for the machine to count as not running: five probe intervals, as make
+// chaos counts a stalled client.
+const machineGapAfter = 5
+
 // ProbeDuring runs action while the lab's client probes every target every
 // interval (TCP connects, lab.ProbeTCP), then waits for settled to hold
 // (each VIP's holder back in place) and every target to answer again, and
-// returns each target's longest outage from the action's start.
-func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, interval time.Duration, action, settled func() error) ([]time.Duration, error) {
+// returns each target's longest outage from the action's start. The client
+// probes every node's own address on the first target's port as well, the
+// control: a span in which two or more nodes that answered there at all
+// went unanswered together is the machine's, and the gaps leave it out.
+func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, interval time.Duration, action, settled func() error) ([]Gap, error) {
 	p, err := c.lab.ProbeTCP(targets, interval, ProbeDeadline)
 	if err != nil {
 		return nil, err
 	}
 	defer p.Stop()
+	var own []netip.AddrPort
+	for _, n := range c.lab.Nodes {
+		own = append(own, netip.AddrPortFrom(n.Addr4, targets[0].Port()))
+	}
+	controls, err := c.lab.ProbeTCP(own, interval, ProbeDeadline)
+	if err != nil {
+		return nil, err
+	}
+	defer controls.Stop()
 	if err := p.WaitSteady(ctx, 10*interval, time.Minute); err != nil {
 		return nil, fmt.Errorf("before the action: %w", err)
 	}
@@ -253,11 +285,13 @@ func (c *Cluster) ProbeDuring(ctx context.Context, targets []netip.AddrPort, int
 	}
 	steady := p.WaitSteady(ctx, 10*interval, time.Minute)
 	p.Stop()
-	gaps := make([]time.Duration, len(targets))
+	controls.Stop()
+	machine := lab.MachineGaps(controls, machineGapAfter*interval)
+	gaps := make([]Gap, len(targets))
 	for i := range targets {
-		gaps[i] = p.Outage(i, began)
+		gaps[i] = Gap{Longest: p.OutageExcept(i, began, machine), Raw: p.Outage(i, began)}
 	}
-	c.log.Info("probed", "longest_gaps", gaps, "rounds_at_most_apart", p.Spacing())
+	c.log.Info("probed", "longest_gaps", gaps, "rounds_at_most_apart", p.Spacing(), "machine_gaps", len(machine))
 	if steady != nil {
 		return gaps, fmt.Errorf("after the action: %w", steady)
 	}

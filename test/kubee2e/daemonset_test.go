@@ -3,6 +3,8 @@ package kubee2e
 import (
 	"testing"
 	"time"
+
+	"github.com/ipfailover/ipfailover/test/kube"
 )
 
 const daemonSet = "daemonset/ipfailover"
@@ -78,12 +80,12 @@ func TestDaemonSet(t *testing.T) {
 }
 
 // checkGaps fails on a VIP unanswered longer than handoverBound.
-func checkGaps(t *testing.T, what string, gaps []time.Duration) {
+func checkGaps(t *testing.T, what string, gaps []kube.Gap) {
 	t.Helper()
 	for i, g := range gaps {
-		t.Logf("%s: %s longest gap %s", what, vips[i], g.Round(time.Millisecond))
-		if g > handoverBound {
-			t.Errorf("%s: %s unanswered for %s, want at most %s", what, vips[i], g.Round(time.Millisecond), handoverBound)
+		t.Logf("%s: %s longest gap %s", what, vips[i], g)
+		if g.Longest > handoverBound {
+			t.Errorf("%s: %s unanswered for %s, want at most %s", what, vips[i], g, handoverBound)
 		}
 	}
 }

@@ -45,8 +45,8 @@ func nodeDeath(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.
 		t.Fatal(err)
 	}
 	for i, g := range gaps {
-		if g > handoverBound {
-			t.Errorf("while %s was dead and its pod's replacement Pending, %s was unanswered for %s", victim.Name, vs[i], g.Round(time.Millisecond))
+		if g.Longest > handoverBound {
+			t.Errorf("while %s was dead and its pod's replacement Pending, %s was unanswered for %s", victim.Name, vs[i], g)
 		}
 	}
 
@@ -67,9 +67,9 @@ func nodeDeath(ctx context.Context, t *testing.T, c *kube.Cluster, victim *kube.
 		t.Fatal(err)
 	}
 	for i, g := range gaps {
-		t.Logf("%s back: %s longest gap %s", victim.Name, vs[i], g.Round(time.Millisecond))
-		if g > handoverBound {
-			t.Errorf("as %s came back, %s was unanswered for %s, want at most %s", victim.Name, vs[i], g.Round(time.Millisecond), handoverBound)
+		t.Logf("%s back: %s longest gap %s", victim.Name, vs[i], g)
+		if g.Longest > handoverBound {
+			t.Errorf("as %s came back, %s was unanswered for %s, want at most %s", victim.Name, vs[i], g, handoverBound)
 		}
 	}
 	t.Logf("%s back: holders %s", victim.Name, settled(ctx, t, c, vs))

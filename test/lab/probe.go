@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,6 +118,14 @@ func (p *TCPProbe) Outage(i int, since time.Time) time.Duration {
 	return LongestGap(p.sent[i], p.ok[i], since)
 }
 
+// OutageExcept is Outage less the time the spans cover of each gap (see
+// LongestGapExcept).
+func (p *TCPProbe) OutageExcept(i int, since time.Time, except []Span) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return LongestGapExcept(p.sent[i], p.ok[i], since, except)
+}
+
 // Reachable returns since when target i's attempts have connected without
 // a failure in between, counting only attempts whose deadline has passed,
 // and false when the last of them failed.
@@ -168,22 +177,123 @@ func (p *TCPProbe) WaitSteady(ctx context.Context, steady, limit time.Duration) 
 // counts from the first or to the last probe sent. With nothing lost it is
 // the probe interval.
 func LongestGap(sent []time.Time, acked []bool, since time.Time) time.Duration {
+	return LongestGapExcept(sent, acked, since, nil)
+}
+
+// LongestGapExcept is LongestGap with each gap less the time the spans
+// (sorted, disjoint) cover of it: spans in which the machine, not the
+// target, kept the client from its answers (see MachineGaps).
+func LongestGapExcept(sent []time.Time, acked []bool, since time.Time, except []Span) time.Duration {
 	if len(sent) == 0 {
 		return 0
 	}
 	var longest time.Duration
 	last := sent[0]
+	gap := func(from, to time.Time) time.Duration { return to.Sub(from) - covered(except, from, to) }
 	for i, at := range sent {
 		if !acked[i] {
 			continue
 		}
 		if !at.Before(since) {
-			longest = max(longest, at.Sub(last))
+			longest = max(longest, gap(last, at))
 		}
 		last = at
 	}
 	if end := sent[len(sent)-1]; !acked[len(sent)-1] && !end.Before(since) {
-		longest = max(longest, end.Sub(last))
+		longest = max(longest, gap(last, end))
 	}
 	return longest
+}
+
+// Span is a stretch of time, from Start to End.
+type Span struct{ Start, End time.Time }
+
+// covered is how much of [from, to] the spans cover (they must not
+// overlap each other).
+func covered(spans []Span, from, to time.Time) time.Duration {
+	var sum time.Duration
+	for _, s := range spans {
+		start, end := s.Start, s.End
+		if start.Before(from) {
+			start = from
+		}
+		if end.After(to) {
+			end = to
+		}
+		if end.After(start) {
+			sum += end.Sub(start)
+		}
+	}
+	return sum
+}
+
+// Gaps returns target i's gaps longer than longer: the spans between two
+// answered attempts (or from the last answered one to the last sent) with
+// only unanswered attempts, or none at all, between them.
+func (p *TCPProbe) Gaps(i int, longer time.Duration) []Span {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Span
+	sent, acked := p.sent[i], p.ok[i]
+	if len(sent) == 0 {
+		return nil
+	}
+	last := sent[0]
+	for k, at := range sent {
+		if !acked[k] {
+			continue
+		}
+		if at.Sub(last) > longer {
+			out = append(out, Span{last, at})
+		}
+		last = at
+	}
+	if end := sent[len(sent)-1]; !acked[len(sent)-1] && end.Sub(last) > longer {
+		out = append(out, Span{last, end})
+	}
+	return out
+}
+
+// Answered reports whether any attempt at target i connected.
+func (p *TCPProbe) Answered(i int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.ok[i], true)
+}
+
+// MachineGaps returns the spans in which every one of the controls'
+// targets that ever answered had a gap longer than longer, when at least
+// two did: the controls are addresses that never move (the nodes' own), so
+// when two or more of them go unanswered together, the machine or the
+// client did not run, and the VIPs' gaps then are not the failover's.
+func MachineGaps(controls *TCPProbe, longer time.Duration) []Span {
+	var witnesses [][]Span
+	for i := range controls.targets {
+		if controls.Answered(i) {
+			witnesses = append(witnesses, controls.Gaps(i, longer))
+		}
+	}
+	if len(witnesses) < 2 {
+		return nil
+	}
+	common := witnesses[0]
+	for _, w := range witnesses[1:] {
+		var next []Span
+		for _, a := range common {
+			for _, b := range w {
+				start, end := a.Start, a.End
+				if b.Start.After(start) {
+					start = b.Start
+				}
+				if b.End.Before(end) {
+					end = b.End
+				}
+				if end.After(start) {
+					next = append(next, Span{start, end})
+				}
+			}
+		}
+		common = next
+	}
+	return common
 }
