@@ -235,6 +235,7 @@ func Analyse(d *Data) Analysis {
 	down := d.allDown()
 	a.Hiccups = subtract(d.Hiccups(), d.Stalls)
 	controlFails, nodeDowns := d.controlFails(), d.nodeDowns()
+	excused := merge(append(slices.Clone(d.Stalls), a.Hiccups...))
 	byKind := map[Kind]*KindResult{}
 	kindOf := func(k Kind) *KindResult {
 		if byKind[k] == nil {
@@ -259,6 +260,7 @@ func Analyse(d *Data) Analysis {
 		}
 		judged, stalled := d.outsideStalls(ps)
 		res.Stalled = stalled
+		silent := subtract(d.silentSpans(vip, controlFails, nodeDowns), excused)
 		for _, o := range Outages(judged) {
 			o2, ok := o.clip(d.Start, d.End)
 			if !ok {
@@ -267,6 +269,7 @@ func Analyse(d *Data) Analysis {
 			o.Interval = o2
 			o.Stalled = total(d.Stalls, o.Start, o.End)
 			o.Hiccup = total(a.Hiccups, o.Start, o.End)
+			o.Silent = total(silent, o.Start, o.End)
 			mid := o.Start.Add(o.Len() / 2)
 			if e := EntryAt(d.Entries[vip], mid); e != "" && !slices.Contains(HoldersAt(d.Holdings[vip], mid), e) {
 				o.Stranded = e
@@ -278,8 +281,9 @@ func Analyse(d *Data) Analysis {
 			res.Down += o.Counted()
 			if c.Record < 0 {
 				res.Held = append(res.Held, Measure{})
-				// One wholly in the client's stalls and the machine's
-				// hiccups is not the VIP's to explain.
+				// One wholly in the client's stalls, the machine's
+				// hiccups and its holders' silence is not the VIP's to
+				// explain.
 				if o.Counted() > 0 {
 					a.Violations = append(a.Violations, Violation{Record: -1, VIP: vip, What: "unexplained outage", Got: o.Counted(), At: o.Start})
 				}
@@ -289,9 +293,9 @@ func Analyse(d *Data) Analysis {
 			kr := kindOf(r.Kind)
 			kr.Outages[vi] = append(kr.Outages[vi], o.Len())
 			got, limit := d.measure(o.Interval, wins)
-			// The client's stalls and the machine's hiccups in the held
-			// part are not the VIP's.
-			got -= total(d.Stalls, o.End.Add(-got), o.End) + total(a.Hiccups, o.End.Add(-got), o.End)
+			// The client's stalls, the machine's hiccups and the
+			// holders' silence in the held part are not the VIP's.
+			got -= total(d.Stalls, o.End.Add(-got), o.End) + total(a.Hiccups, o.End.Add(-got), o.End) + total(silent, o.End.Add(-got), o.End)
 			res.Held = append(res.Held, Measure{got, limit})
 			if got > limit {
 				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: got, Limit: limit, At: o.Start})

@@ -461,3 +461,35 @@ func TestHiccups(t *testing.T) {
 		t.Errorf("hiccups with node1 and node2 down and node3 the only witness: %v, want none", got)
 	}
 }
+
+func TestSilentHolder(t *testing.T) {
+	d := twoFaults()
+	d.Lead = 0
+	// B is out from 2 s to 2.4 s on node2, which does not answer at its
+	// own address from 2.1 s to 2.3 s either; nobody else is silent.
+	d.Probes[1] = probes(10000, "node2", [2]int{2000, 2400}, [2]int{6600, 6800})
+	d.Entries[vipB] = []EntryChange{{At: at(-500), Node: "node2"}}
+	d.Controls = [][]Probe{
+		probes(10000, "node1", [2]int{1000, 4550}),
+		probes(10000, "node2", [2]int{2100, 2300}, [2]int{6500, 8000}),
+		probes(10000, "node3"),
+	}
+	os := Analyse(d).VIPs[1].Outages
+	if len(os) != 2 || os[0].Silent != 200*time.Millisecond || os[0].Counted() != 200*time.Millisecond {
+		t.Fatalf("B's outages %+v, want the first 400 ms long with 200 ms of node2's silence", os)
+	}
+	if diff := cmp.Diff([]string{"node2"}, os[0].Mute); diff != "" {
+		t.Errorf("silent holders of the first (-want +got):\n%s", diff)
+	}
+	// The second: B had no holder; node2's service was stopped (a fault
+	// took it down), which is no silence to excuse.
+	if os[1].Silent != 0 {
+		t.Errorf("B's second outage: %s silent, want none", os[1].Silent)
+	}
+	// The client sending elsewhere is the failover's doing, silent
+	// holder or not.
+	d.Entries[vipB] = []EntryChange{{At: at(-500), Node: "node3"}}
+	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 0 {
+		t.Errorf("with the client sending to node3: %s silent, want none", os[0].Silent)
+	}
+}

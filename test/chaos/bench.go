@@ -51,6 +51,15 @@ func (r *Result) BenchRows() []bench.Row {
 	if n := len(r.Data.Stalls); n > 0 {
 		verdict += fmt.Sprintf("; the client stalled %d times, %s in all, not counted as outages", n, fmtDur(total(r.Data.Stalls, r.Data.Start, r.Data.End)))
 	}
+	var silent time.Duration
+	for _, v := range r.Analysis.VIPs {
+		for _, o := range v.Outages {
+			silent += o.Silent
+		}
+	}
+	if silent > 0 {
+		verdict += fmt.Sprintf("; holders silent at their own addresses too for %s of the outages, not counted", fmtDur(silent))
+	}
 	if n := len(r.Analysis.Hiccups); n > 0 {
 		verdict += fmt.Sprintf("; the machine hiccuped %d times (no node's own address answered), %s in all, not counted as outages", n, fmtDur(total(r.Analysis.Hiccups, r.Data.Start, r.Data.End)))
 	}

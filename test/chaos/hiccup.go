@@ -112,6 +112,45 @@ func (d *Data) muteHolders(fails, downs [][]Interval, vip netip.Addr, t time.Tim
 	return out
 }
 
+// silentSpans are the spans in which vip's holders were all silent: the
+// VIP had a holder, the client's neighbour entry sent to one of them, and
+// every holder, with no fault taking it down, did not answer the client at
+// its own address either. The VIP was where VRRP and the client agreed it
+// was; the node did not answer (a node starved of CPU, a kernel too busy
+// to answer in time), which no failover could have mended. fails and downs
+// are controlFails and nodeDowns.
+func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval {
+	if len(fails) != len(d.Nodes) {
+		return nil
+	}
+	var ts []time.Time
+	for _, c := range d.Holdings[vip] {
+		ts = append(ts, c.At)
+	}
+	for _, e := range d.Entries[vip] {
+		ts = append(ts, e.At)
+	}
+	for n := range fails {
+		for _, i := range append(slices.Clone(fails[n]), downs[n]...) {
+			ts = append(ts, i.Start, i.End)
+		}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	ts = slices.CompactFunc(ts, func(a, b time.Time) bool { return a.Equal(b) })
+	var out []Interval
+	for k := 0; k+1 < len(ts); k++ {
+		mid := ts[k].Add(ts[k+1].Sub(ts[k]) / 2)
+		holders := HoldersAt(d.Holdings[vip], mid)
+		if len(holders) == 0 || !slices.Contains(holders, EntryAt(d.Entries[vip], mid)) {
+			continue
+		}
+		if len(d.muteHolders(fails, downs, vip, mid)) == len(holders) {
+			out = append(out, Interval{ts[k], ts[k+1]})
+		}
+	}
+	return merge(out)
+}
+
 // spanAt reports whether an interval of is contains t.
 func spanAt(is []Interval, t time.Time) bool {
 	return slices.ContainsFunc(is, func(i Interval) bool { return i.Contains(t) })

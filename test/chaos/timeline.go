@@ -59,11 +59,17 @@ type Outage struct {
 	// (see Data.Controls): the VIP was where it should be, the node
 	// itself did not answer.
 	Mute []string
+	// Silent is how long of the outage, outside the client's stalls and
+	// the machine's hiccups, the VIP's holders were silent at their own
+	// addresses too (see Data.silentSpans): not counted as the VIP's
+	// either.
+	Silent time.Duration
 }
 
 // Counted is the part of the outage counted as the VIP's: its length
-// less the client's stalls and the machine's hiccups in it.
-func (o Outage) Counted() time.Duration { return o.Len() - o.Stalled - o.Hiccup }
+// less the client's stalls, the machine's hiccups and its holders'
+// silence in it.
+func (o Outage) Counted() time.Duration { return o.Len() - o.Stalled - o.Hiccup - o.Silent }
 
 func sortBySent(ps []Probe) []Probe {
 	ps = slices.Clone(ps)
