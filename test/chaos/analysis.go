@@ -278,7 +278,8 @@ func Analyse(d *Data) Analysis {
 			c := charge(o.Start)
 			res.Outages = append(res.Outages, o)
 			res.Charges = append(res.Charges, c)
-			res.Down += o.Counted()
+			// What the client saw: only its own stalls are left out.
+			res.Down += o.Len() - o.Stalled
 			if c.Record < 0 {
 				res.Held = append(res.Held, Measure{})
 				// One wholly in the client's stalls, the machine's

@@ -445,8 +445,8 @@ func TestHiccups(t *testing.T) {
 	if diff := cmp.Diff([]string{"node2"}, r.Outages[1].Mute); diff != "" || r.Outages[0].Mute != nil {
 		t.Errorf("silent holders %v and %v, want none and node2 (-want +got of the second):\n%s", r.Outages[0].Mute, r.Outages[1].Mute, diff)
 	}
-	if r.Down != 2900*time.Millisecond {
-		t.Errorf("A down %s, want 2.9 s (3.2 s less the hiccup)", r.Down)
+	if r.Down != 3300*time.Millisecond {
+		t.Errorf("A down %s, want 3.3 s (availability is what the client saw, hiccups included)", r.Down)
 	}
 	// One node failing alone, or all of them with one witness left, is
 	// no hiccup.

@@ -29,7 +29,7 @@ func (r *Result) BenchRows() []bench.Row {
 		lo, hi = min(lo, v.Availability*100), max(hi, v.Availability*100)
 		var l time.Duration
 		for _, o := range v.Outages {
-			l = max(l, o.Counted())
+			l = max(l, o.Len()-o.Stalled)
 		}
 		longest = append(longest, bench.Sample{Value: l})
 		twice = append(twice, bench.Sample{Value: v.Twice})
@@ -58,10 +58,10 @@ func (r *Result) BenchRows() []bench.Row {
 		}
 	}
 	if silent > 0 {
-		verdict += fmt.Sprintf("; holders silent at their own addresses too for %s of the outages, not counted", fmtDur(silent))
+		verdict += fmt.Sprintf("; holders silent at their own addresses too for %s of the outages, not held to the limits", fmtDur(silent))
 	}
 	if n := len(r.Analysis.Hiccups); n > 0 {
-		verdict += fmt.Sprintf("; the machine hiccuped %d times (no node's own address answered), %s in all, not counted as outages", n, fmtDur(total(r.Analysis.Hiccups, r.Data.Start, r.Data.End)))
+		verdict += fmt.Sprintf("; the machine hiccuped %d times (no node's own address answered), %s in all, not held to the limits", n, fmtDur(total(r.Analysis.Hiccups, r.Data.Start, r.Data.End)))
 	}
 	unreachable := bench.ShareRow(RowUnavailable, down, fmt.Sprintf("seed %d, %s, %d faults (%s), a client probing each VIP over TCP every %s; availability %.3f–%.3f %%; %s",
 		r.Schedule.Seed, r.Schedule.Duration, len(r.Schedule.Faults), strings.Join(ks, ", "), ProbeInterval, lo, hi, verdict))

@@ -66,9 +66,10 @@ type Outage struct {
 	Silent time.Duration
 }
 
-// Counted is the part of the outage counted as the VIP's: its length
+// Counted is the part of the outage held against the limits: its length
 // less the client's stalls, the machine's hiccups and its holders'
-// silence in it.
+// silence in it. (Availability leaves out only the client's stalls: it is
+// what the client saw.)
 func (o Outage) Counted() time.Duration { return o.Len() - o.Stalled - o.Hiccup - o.Silent }
 
 func sortBySent(ps []Probe) []Probe {
