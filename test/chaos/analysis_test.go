@@ -486,6 +486,13 @@ func TestSilentHolder(t *testing.T) {
 	if os[1].Silent != 0 {
 		t.Errorf("B's second outage: %s silent, want none", os[1].Silent)
 	}
+	// Within a segment fault's window the losses hit both probes: no
+	// silence.
+	d.Records = append(d.Records, Record{Fault: Fault{Index: 4, Kind: Segment}, Began: at(1900), Ended: at(2000), Recovered: at(2000)})
+	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 0 {
+		t.Errorf("in a segment fault's window: %s silent, want none", os[0].Silent)
+	}
+	d.Records = d.Records[:len(d.Records)-1]
 	// The client sending elsewhere is the failover's doing, silent
 	// holder or not.
 	d.Entries[vipB] = []EntryChange{{At: at(-500), Node: "node3"}}

@@ -26,12 +26,7 @@ func (d *Data) Hiccups() []Interval {
 	}
 	fails := d.controlFails()
 	downs := d.nodeDowns()
-	var impaired []Interval
-	for _, r := range d.Records {
-		if r.Kind == Segment {
-			impaired = append(impaired, d.Window(r))
-		}
-	}
+	impaired := d.impaired()
 	// Between two consecutive boundaries nothing changes: judge each
 	// piece by its middle.
 	var ts []time.Time
@@ -83,6 +78,18 @@ func (d *Data) controlFails() [][]Interval {
 	return fails
 }
 
+// impaired are the windows of the segment's faults: the client's probes
+// are lost or late on the segment then, whatever the nodes do.
+func (d *Data) impaired() []Interval {
+	var out []Interval
+	for _, r := range d.Records {
+		if r.Kind == Segment {
+			out = append(out, d.Window(r))
+		}
+	}
+	return out
+}
+
 // nodeDowns are, by node index, the spans in which a fault had taken the
 // node down, from the injection less Lead (a probe in flight then fails
 // with it) to its recovery.
@@ -115,7 +122,8 @@ func (d *Data) muteHolders(fails, downs [][]Interval, vip netip.Addr, t time.Tim
 // silentSpans are the spans in which vip's holders were all silent: the
 // VIP had a holder, the client's neighbour entry sent to one of them, and
 // every holder, with no fault taking it down, did not answer the client at
-// its own address either. The VIP was where VRRP and the client agreed it
+// its own address either, outside the segment's faults (whose losses hit
+// both probes). The VIP was where VRRP and the client agreed it
 // was; the node did not answer (a node starved of CPU, a kernel too busy
 // to answer in time), which no failover could have mended. fails and downs
 // are controlFails and nodeDowns.
@@ -130,16 +138,23 @@ func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval
 	for _, e := range d.Entries[vip] {
 		ts = append(ts, e.At)
 	}
+	impaired := d.impaired()
 	for n := range fails {
 		for _, i := range append(slices.Clone(fails[n]), downs[n]...) {
 			ts = append(ts, i.Start, i.End)
 		}
+	}
+	for _, i := range impaired {
+		ts = append(ts, i.Start, i.End)
 	}
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 	ts = slices.CompactFunc(ts, func(a, b time.Time) bool { return a.Equal(b) })
 	var out []Interval
 	for k := 0; k+1 < len(ts); k++ {
 		mid := ts[k].Add(ts[k+1].Sub(ts[k]) / 2)
+		if spanAt(impaired, mid) {
+			continue
+		}
 		holders := HoldersAt(d.Holdings[vip], mid)
 		if len(holders) == 0 || !slices.Contains(holders, EntryAt(d.Entries[vip], mid)) {
 			continue
