@@ -27,22 +27,9 @@ func (d *Data) Hiccups() []Interval {
 	fails := d.controlFails()
 	downs := d.nodeDowns()
 	impaired := d.impaired()
-	// Between two consecutive boundaries nothing changes: judge each
-	// piece by its middle.
-	var ts []time.Time
-	for n := range fails {
-		for _, i := range append(slices.Clone(fails[n]), downs[n]...) {
-			ts = append(ts, i.Start, i.End)
-		}
-	}
-	for _, i := range impaired {
-		ts = append(ts, i.Start, i.End)
-	}
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-	ts = slices.CompactFunc(ts, func(a, b time.Time) bool { return a.Equal(b) })
 	var out []Interval
-	for k := 0; k+1 < len(ts); k++ {
-		mid := ts[k].Add(ts[k+1].Sub(ts[k]) / 2)
+	for _, p := range pieces(nil, append(append(slices.Clone(fails), downs...), impaired)...) {
+		mid := p.Start.Add(p.Len() / 2)
 		if spanAt(impaired, mid) {
 			continue
 		}
@@ -58,7 +45,7 @@ func (d *Data) Hiccups() []Interval {
 			}
 		}
 		if all && witnesses >= 2 {
-			out = append(out, Interval{ts[k], ts[k+1]})
+			out = append(out, p)
 		}
 	}
 	return merge(out)
@@ -131,27 +118,17 @@ func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval
 	if len(fails) != len(d.Nodes) {
 		return nil
 	}
-	var ts []time.Time
+	var changes []time.Time
 	for _, c := range d.Holdings[vip] {
-		ts = append(ts, c.At)
+		changes = append(changes, c.At)
 	}
 	for _, e := range d.Entries[vip] {
-		ts = append(ts, e.At)
+		changes = append(changes, e.At)
 	}
 	impaired := d.impaired()
-	for n := range fails {
-		for _, i := range append(slices.Clone(fails[n]), downs[n]...) {
-			ts = append(ts, i.Start, i.End)
-		}
-	}
-	for _, i := range impaired {
-		ts = append(ts, i.Start, i.End)
-	}
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-	ts = slices.CompactFunc(ts, func(a, b time.Time) bool { return a.Equal(b) })
 	var out []Interval
-	for k := 0; k+1 < len(ts); k++ {
-		mid := ts[k].Add(ts[k+1].Sub(ts[k]) / 2)
+	for _, p := range pieces(changes, append(append(slices.Clone(fails), downs...), impaired)...) {
+		mid := p.Start.Add(p.Len() / 2)
 		if spanAt(impaired, mid) {
 			continue
 		}
@@ -160,10 +137,29 @@ func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval
 			continue
 		}
 		if len(d.muteHolders(fails, downs, vip, mid)) == len(holders) {
-			out = append(out, Interval{ts[k], ts[k+1]})
+			out = append(out, p)
 		}
 	}
 	return merge(out)
+}
+
+// pieces cuts time at the given moments and at both ends of every
+// interval of the sets, and returns the pieces between consecutive cuts:
+// nothing the sets say changes within one, so its middle stands for it.
+func pieces(at []time.Time, sets ...[]Interval) []Interval {
+	ts := slices.Clone(at)
+	for _, set := range sets {
+		for _, i := range set {
+			ts = append(ts, i.Start, i.End)
+		}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	ts = slices.CompactFunc(ts, func(a, b time.Time) bool { return a.Equal(b) })
+	var out []Interval
+	for k := 0; k+1 < len(ts); k++ {
+		out = append(out, Interval{ts[k], ts[k+1]})
+	}
+	return out
 }
 
 // spanAt reports whether an interval of is contains t.
