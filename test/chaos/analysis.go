@@ -119,8 +119,9 @@ type Handover struct {
 	Takers []string
 	// Excused is the index of another fault that explains it (its
 	// window contains At, and it is the segment's, the API server's or
-	// every node's, or targets one of the takers: a node coming back
-	// takes its VIPs back); -1 when none does, a false alarm.
+	// every node's, targets one of the takers (a node coming back takes
+	// its VIPs back), or takes the starved node itself down); -1 when
+	// none does, a false alarm.
 	Excused int
 }
 
@@ -394,7 +395,11 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval) []Handover {
 				continue
 			}
 			info := kinds[o.Kind]
-			if info.nodes == 0 || info.all || slices.ContainsFunc(o.Nodes, func(n int) bool { return n < len(d.Nodes) && slices.Contains(h.Takers, d.Nodes[n]) }) {
+			// The segment's, the API server's or every node's fault; one
+			// of a taker (a node coming back takes its VIPs back); or one
+			// that took the starved node itself down (killed, cut, ...).
+			if info.nodes == 0 || info.all || slices.ContainsFunc(o.Nodes, func(n int) bool { return n < len(d.Nodes) && slices.Contains(h.Takers, d.Nodes[n]) }) ||
+				info.down && slices.Contains(o.Nodes, r.Nodes[0]) {
 				h.Excused = j
 				break
 			}

@@ -352,6 +352,9 @@ func TestAnalyseHandovers(t *testing.T) {
 		{name: "a lossy segment explains it", changes: handover(5000), other: []Record{other(Segment, nil, 4000, 6000)}, found: 1},
 		// node2 coming back takes its VIP back.
 		{name: "the taker's own fault explains it", changes: handover(5000), other: []Record{other(NodeDeath, []int{1}, 1000, 4800)}, found: 1},
+		// node1 itself dies as its starve ends: its VIP goes to nobody.
+		{name: "the starved node's own death explains it", changes: []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(8100), Holders: []string{}}},
+			other: []Record{other(NodeDeath, []int{0}, 8000, 12000)}, found: 1},
 		{name: "a fault elsewhere does not", changes: handover(5000), other: []Record{other(NodeFreeze, []int{2}, 4000, 6000)}, found: 1, bad: 1, got: 3000 * time.Millisecond},
 		// A VIP that goes from its holder to none, then to node2 coming
 		// back, is node2's doing.
