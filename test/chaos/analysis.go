@@ -101,7 +101,8 @@ type Analysis struct {
 	// the checks the handovers were found in.
 	Kept int
 	// Hiccups are the machine's hiccups (Data.Hiccups) outside the
-	// client's stalls: no outage counts the time in one.
+	// client's stalls: no limit counts the time in one (availability
+	// does).
 	Hiccups []Interval
 }
 

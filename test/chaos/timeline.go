@@ -47,8 +47,7 @@ type Outage struct {
 	// outage (see Data.Stalls): not counted as the VIP's.
 	Stalled time.Duration
 	// Hiccup is how long of the outage, outside the client's stalls, the
-	// machine hiccuped (see Data.Hiccups): not counted as the VIP's
-	// either.
+	// machine hiccuped (see Data.Hiccups): not held against a limit.
 	Hiccup time.Duration
 	// Stranded names the node the client's neighbour entry sent the
 	// VIP's packets to in the middle of the outage, when that node did not
@@ -61,8 +60,7 @@ type Outage struct {
 	Mute []string
 	// Silent is how long of the outage, outside the client's stalls and
 	// the machine's hiccups, the VIP's holders were silent at their own
-	// addresses too (see Data.silentSpans): not counted as the VIP's
-	// either.
+	// addresses too (see Data.silentSpans): not held against a limit.
 	Silent time.Duration
 }
 

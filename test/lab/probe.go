@@ -184,25 +184,35 @@ func LongestGap(sent []time.Time, acked []bool, since time.Time) time.Duration {
 // (sorted, disjoint) cover of it: spans in which the machine, not the
 // target, kept the client from its answers (see MachineGaps).
 func LongestGapExcept(sent []time.Time, acked []bool, since time.Time, except []Span) time.Duration {
-	if len(sent) == 0 {
-		return 0
-	}
 	var longest time.Duration
-	last := sent[0]
-	gap := func(from, to time.Time) time.Duration { return to.Sub(from) - covered(except, from, to) }
-	for i, at := range sent {
-		if !acked[i] {
-			continue
+	for _, g := range answerGaps(sent, acked) {
+		if !g.End.Before(since) {
+			longest = max(longest, g.End.Sub(g.Start)-covered(except, g.Start, g.End))
 		}
-		if !at.Before(since) {
-			longest = max(longest, gap(last, at))
-		}
-		last = at
-	}
-	if end := sent[len(sent)-1]; !acked[len(sent)-1] && !end.Before(since) {
-		longest = max(longest, gap(last, end))
 	}
 	return longest
+}
+
+// answerGaps are the spans from each answered attempt (the first attempt
+// sent, at the start) to the next answered one, with only unanswered
+// attempts or none between them, and from the last answered one to the
+// last sent when that one went unanswered.
+func answerGaps(sent []time.Time, acked []bool) []Span {
+	if len(sent) == 0 {
+		return nil
+	}
+	var out []Span
+	last := sent[0]
+	for i, at := range sent {
+		if acked[i] {
+			out = append(out, Span{last, at})
+			last = at
+		}
+	}
+	if end := sent[len(sent)-1]; !acked[len(sent)-1] {
+		out = append(out, Span{last, end})
+	}
+	return out
 }
 
 // Span is a stretch of time, from Start to End.
@@ -234,22 +244,10 @@ func (p *TCPProbe) Gaps(i int, longer time.Duration) []Span {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []Span
-	sent, acked := p.sent[i], p.ok[i]
-	if len(sent) == 0 {
-		return nil
-	}
-	last := sent[0]
-	for k, at := range sent {
-		if !acked[k] {
-			continue
+	for _, g := range answerGaps(p.sent[i], p.ok[i]) {
+		if g.End.Sub(g.Start) > longer {
+			out = append(out, g)
 		}
-		if at.Sub(last) > longer {
-			out = append(out, Span{last, at})
-		}
-		last = at
-	}
-	if end := sent[len(sent)-1]; !acked[len(sent)-1] && end.Sub(last) > longer {
-		out = append(out, Span{last, end})
 	}
 	return out
 }
