@@ -9,10 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ipfailover/ipfailover/test/syncbuf"
 )
@@ -169,5 +173,54 @@ func TestRenumberedPublishesOverNewConnections(t *testing.T) {
 	defer mu.Unlock()
 	if got := published[len(published)-1]; got != "192.0.2.72" {
 		t.Errorf("the API server got %q last (all: %q), want 192.0.2.72", got, published)
+	}
+}
+
+// TestQuickRetry: a patch that fails without an answer from the API server
+// (it went out on a connection Renumbered had just closed) is tried again
+// at once, not a Retry later; a second such failure in a row, or a refusal
+// by the API server itself, waits the Retry.
+func TestQuickRetry(t *testing.T) {
+	closed := &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}
+	busy := apierrors.NewTooManyRequests("slow down", 1)
+	for _, tc := range []struct {
+		name     string
+		failures []error
+		// quick: Publish succeeds although Retry is an hour.
+		quick bool
+	}{
+		{"a closed connection", []error{closed}, true},
+		{"two in a row", []error{closed, closed}, false},
+		{"the API server refuses", []error{busy}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := newClient(pod("self", workload("x"), ""))
+			var patches atomic.Int32
+			client.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if n := int(patches.Add(1)); n <= len(tc.failures) {
+					return true, nil, tc.failures[n-1]
+				}
+				return false, nil, nil
+			})
+			w := New(Options{Client: client, Namespace: ns, Pod: "self", Retry: time.Hour})
+			// Generous for the quick case; ended early in the others, whose
+			// Publish would wait the hour.
+			timeout := 30 * time.Second
+			if !tc.quick {
+				timeout = 500 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			err := w.Publish(ctx, addrs("192.0.2.11"))
+			if tc.quick && err != nil {
+				t.Fatalf("Publish: %v (%d patches): the retry after a closed connection waited the Retry", err, patches.Load())
+			}
+			if !tc.quick && err == nil {
+				t.Fatalf("Publish succeeded after %d patches: the retry did not wait the Retry", patches.Load())
+			}
+			if want := len(tc.failures); tc.quick && int(patches.Load()) != want+1 || !tc.quick && int(patches.Load()) != want {
+				t.Errorf("%d patches", patches.Load())
+			}
+		})
 	}
 }

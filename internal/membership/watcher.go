@@ -119,7 +119,8 @@ type Options struct {
 	Namespace, Pod string
 	Logger         *slog.Logger
 	// Retry is the pause between attempts to read or patch this pod while
-	// the API server refuses; default 2 s.
+	// the API server refuses; default 2 s. A request that got no answer is
+	// tried again once after quickRetry first.
 	Retry time.Duration
 	// Hold is how long an address that leaves the peers stays one;
 	// default PeerHold.
@@ -456,16 +457,14 @@ func (w *Watcher) listWatch(selector string) *cache.ListWatch {
 // untilAnswered runs a request of the watch until the API server answers
 // it (with a result or an error of its own) or ctx ends, every Retry.
 func untilAnswered[T any](ctx context.Context, w *Watcher, what string, request func() (T, error)) (T, error) {
-	for {
+	for tries := 1; ; tries++ {
 		v, err := request()
 		w.requested(what, err)
 		if err == nil || answered(err) || ctx.Err() != nil {
 			return v, err
 		}
-		select {
-		case <-ctx.Done():
+		if !w.pause(ctx, tries, err) {
 			return v, err
-		case <-time.After(w.retry):
 		}
 	}
 }
@@ -496,18 +495,41 @@ func (w *Watcher) requested(what string, err error) {
 // retrying runs fn until it succeeds or ctx ends, a retry apart, keeping
 // the health up to date.
 func (w *Watcher) retrying(ctx context.Context, what string, fn func() error) error {
-	for {
+	for tries := 1; ; tries++ {
 		err := fn()
 		if err == nil {
 			w.reachable()
 			return nil
 		}
 		w.failed(fmt.Errorf("%s (%s/%s): %w", what, w.namespace, w.pod, err))
-		select {
-		case <-ctx.Done():
+		if !w.pause(ctx, tries, err) {
 			return errors.Join(ctx.Err(), err)
-		case <-time.After(w.retry):
 		}
+	}
+}
+
+// quickRetry is the pause after the first failure of a request that got
+// no answer: a request that went out on a connection just closed (this
+// node's address changed and Renumbered closed them all, or the API server
+// closed it) fails at once, and the transport, which has dropped the
+// connection since, dials again.
+const quickRetry = 50 * time.Millisecond
+
+// pause waits before another try of a request that failed tries times in a
+// row with err: quickRetry after a first failure without an answer from
+// the API server, Retry otherwise. It reports false when ctx ended first.
+func (w *Watcher) pause(ctx context.Context, tries int, err error) bool {
+	d := w.retry
+	if tries == 1 && !answered(err) && quickRetry < d {
+		d = quickRetry
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
