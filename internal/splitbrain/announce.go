@@ -29,6 +29,8 @@ import (
 // which it answers while it has the VIP. The first round without an answer
 // ends the contest, and this node announces the VIP (a gratuitous ARP, an
 // unsolicited neighbour advertisement), so every client points at it again.
+// So does a round in which one host stopped answering while another goes
+// on: the clients of the one that let go have nowhere else to go.
 //
 // A contest costs one unicast probe per round to each other host, and ends
 // in one announcement; announcements of a VIP are at least spacing apart.
@@ -76,11 +78,13 @@ type probeTo struct {
 	mac net.HardwareAddr
 }
 
-// contestEnd is a contest over: the VIP to announce, the hosts that
-// claimed it and how long the contest lasted.
+// contestEnd is a contest over, or a host out of it: the VIP to announce,
+// the hosts that stopped answering for it, those that still do (none: the
+// contest is over) and how long the contest has lasted.
 type contestEnd struct {
 	vip    netip.Addr
 	macs   []net.HardwareAddr
+	still  []net.HardwareAddr
 	lasted time.Duration
 }
 
@@ -144,7 +148,9 @@ func containsMAC(ms []net.HardwareAddr, m net.HardwareAddr) bool {
 
 // due ends every round that is over at now: a contest that had an answer
 // goes on with probes to the hosts that answered; one without ends, and
-// its VIP is announced (now, or once spacing allows).
+// its VIP is announced (now, or once spacing allows). A host asked that
+// did not answer while others did is out of the contest, and the VIP is
+// announced for its clients too.
 func (c *contests) due(now time.Time) (probes []probeTo, ended []contestEnd, announce []netip.Addr) {
 	round := c.roundLen(len(c.vips))
 	for v, ct := range c.vips {
@@ -152,6 +158,20 @@ func (c *contests) due(now time.Time) (probes []probeTo, ended []contestEnd, ann
 			continue
 		}
 		if len(ct.answered) > 0 {
+			// A host that let go while another still answers (a node
+			// that yielded when a partition healed, beside a dead node's
+			// kernel that answers for the VIP until it is removed) had
+			// clients: they come back now, not when the last one lets go.
+			var quit []net.HardwareAddr
+			for _, m := range ct.asked {
+				if m != nil && !containsMAC(ct.answered, m) {
+					quit = append(quit, m)
+				}
+			}
+			if len(quit) > 0 {
+				ended = append(ended, contestEnd{vip: v, macs: quit, still: slices.Clone(ct.answered), lasted: now.Sub(ct.since)})
+				c.pending[v] = now
+			}
 			ct.asked, ct.answered = ct.answered, nil
 			ct.end = now.Add(round)
 			for _, m := range ct.asked {

@@ -62,7 +62,11 @@ func (r *contestRun) until(at time.Duration) {
 		r.now = next
 		probes, ended, announce := r.c.due(r.now)
 		for _, e := range ended {
-			r.events = append(r.events, fmt.Sprintf("%s end %s after %v with %s", r.at(), e.vip, e.lasted, macList(e.macs)))
+			still := ""
+			if len(e.still) > 0 {
+				still = " (" + macList(e.still) + " still)"
+			}
+			r.events = append(r.events, fmt.Sprintf("%s end %s after %v with %s%s", r.at(), e.vip, e.lasted, macList(e.macs), still))
 		}
 		for _, v := range announce {
 			r.events = append(r.events, fmt.Sprintf("%s announce %s", r.at(), v))
@@ -167,25 +171,41 @@ func TestContests(t *testing.T) {
 			"1.2s announce 192.0.2.100",
 		},
 	}, {
-		name: "two other hosts: the contest lasts while either answers",
+		name: "two other hosts: the contest lasts while either answers, and one letting go is announced at once",
 		script: func(r *contestRun) {
 			r.c.setHeld([]netip.Addr{vip})
 			macC := net.HardwareAddr{2, 0, 0, 0, 0, 0x0c}
-			cHolds := true
-			r.answers = func(p probeTo) bool { return p.mac.String() == macC.String() && cHolds }
+			bHolds, cHolds := true, true
+			r.answers = func(p probeTo) bool {
+				return p.mac.String() == macC.String() && cHolds || p.mac.String() == mb && bHolds
+			}
 			r.claim(vip, macB)
 			r.claim(vip, macC)
 			r.until(500 * time.Millisecond)
+			// B yields (a healed partition); C, a dead node's kernel,
+			// still answers for the VIP: B's clients come back now.
+			bHolds = false
+			r.until(1500 * time.Millisecond)
 			cHolds = false
-			r.until(2 * time.Second)
+			r.until(3 * time.Second)
 		},
 		want: []string{
 			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s probe 192.0.2.100 to " + mb,
 			"0.2s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"0.4s probe 192.0.2.100 to " + mb,
 			"0.4s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"0.6s probe 192.0.2.100 to " + mb, // unanswered: B let go at 0.5s
 			"0.6s probe 192.0.2.100 to 02:00:00:00:00:0c",
-			"0.8s end 192.0.2.100 after 800ms with 02:00:00:00:00:0c",
+			"0.8s end 192.0.2.100 after 800ms with " + mb + " (02:00:00:00:00:0c still)",
 			"0.8s announce 192.0.2.100",
+			"0.8s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"1.0s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"1.2s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"1.4s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"1.6s probe 192.0.2.100 to 02:00:00:00:00:0c",
+			"1.8s end 192.0.2.100 after 1.8s with 02:00:00:00:00:0c",
+			"1.8s announce 192.0.2.100",
 		},
 	}}
 	for _, tt := range tests {

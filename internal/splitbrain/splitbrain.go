@@ -555,6 +555,11 @@ func (g *Guard) step(now time.Time) {
 	asks, ended, announce := g.contest.due(now)
 	g.probe(asks)
 	for _, e := range ended {
+		if len(e.still) > 0 {
+			g.log.Info("VIP contest: a host no longer answers for it while another still does; announcing it from this node",
+				"vip", e.vip, "other_mac", macList(e.macs), "still_answering", macList(e.still), "lasted", e.lasted.Round(time.Millisecond))
+			continue
+		}
 		g.log.Info("VIP contest over: the other host no longer answers for it; announcing it from this node",
 			"vip", e.vip, "other_mac", macList(e.macs), "lasted", e.lasted.Round(time.Millisecond))
 	}
