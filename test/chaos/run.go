@@ -37,10 +37,10 @@ type Options struct {
 	// Progress gets a line per fault and a status line every
 	// StatusEvery; Log gets the lab's own lines (warnings unless
 	// Verbose) and NodeOut, when set, every node's output.
-	Progress io.Writer
-	Log      io.Writer
+	Progress io.Writer `json:"-"`
+	Log      io.Writer `json:"-"`
 	Verbose  bool
-	NodeOut  io.Writer
+	NodeOut  io.Writer `json:"-"`
 	// Commit names the build in the report.
 	Commit string
 	// Target is "lab" (the default) or "kube": the real cluster of
@@ -93,7 +93,8 @@ func advertOf(v string) time.Duration {
 type Result struct {
 	Schedule Schedule
 	Data     *Data
-	Analysis Analysis
+	// Analysis is Analyse(Data): not recorded (Reanalyse computes it).
+	Analysis Analysis `json:"-"`
 	// Checks are the invariants at the end and after the shutdown.
 	Checks []Check
 	// Problems are what went wrong in the nemesis or the observation
@@ -316,7 +317,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	res.Checks = append(clientChecks(d, 2*time.Second), t.settled(ctx)...)
 	say("shutting down %s and checking that nothing is left", t.name())
 	res.Checks = append(res.Checks, t.shutdown(ctx)...)
-	if err := writeReport(o, t, res); err != nil {
+	if err := writeReport(o, t.name(), t.settings(), res); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -445,8 +446,9 @@ func clientChecks(d *Data, span time.Duration) []Check {
 	return checks
 }
 
-// writeReport writes the Markdown report and the pictures into o.Out.
-func writeReport(o Options, t target, res *Result) error {
+// writeReport writes the Markdown report, the pictures and the recording
+// (Save) into o.Out.
+func writeReport(o Options, target string, settings []string, res *Result) error {
 	if o.Out == "" {
 		return nil
 	}
@@ -469,6 +471,7 @@ func writeReport(o Options, t target, res *Result) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	errs = append(errs, WriteMarkdown(f, o, t.name(), t.settings(), res), f.Close())
+	errs = append(errs, WriteMarkdown(f, o, target, settings, res), f.Close())
+	errs = append(errs, save(filepath.Join(o.Out, recordingName), recording{Options: o, Target: target, Settings: settings, Result: res}))
 	return errors.Join(errs...)
 }

@@ -1,6 +1,9 @@
 package chaos
 
 import (
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"context"
 	"fmt"
 	"image/png"
@@ -144,5 +147,23 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("%s: %v", pic, err)
 		}
 		f.Close()
+	}
+	// The recording judges the same again.
+	again, err := Reanalyse(out, t.TempDir())
+	if err != nil {
+		t.Fatalf("Reanalyse: %v", err)
+	}
+	// The run's times carry monotonic clock readings, the recording's the
+	// wall clock alone: the two can differ by nanoseconds.
+	near := cmp.Options{
+		cmpopts.EquateApproxTime(time.Microsecond),
+		cmp.Comparer(func(a, b time.Duration) bool { return (a - b).Abs() < time.Microsecond }),
+		cmpopts.EquateApprox(0, 1e-6),
+	}
+	if diff := cmp.Diff(res.Analysis, again.Analysis, addrCmp, near); diff != "" {
+		t.Errorf("the recording judged again differs (-run +again):\n%s", diff)
+	}
+	if len(again.Checks) != len(res.Checks) || again.Schedule.Seed != ciSeed {
+		t.Errorf("the recording has %d checks of seed %d, want %d of %d", len(again.Checks), again.Schedule.Seed, len(res.Checks), ciSeed)
 	}
 }

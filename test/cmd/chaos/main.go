@@ -62,6 +62,7 @@ func run() int {
 	kubeBin := flag.String("kube-bin", "bin/kube", "with -target kube: the Kubernetes binaries (make kube-bins)")
 	image := flag.String("image", "localhost/ipfailover:dev", "with -target kube: the ipfailover image (make image), imported into every node")
 	other := flag.String("binary", "", "run this ipfailover binary instead of building ./cmd/ipfailover (another build, to compare)")
+	reanalyse := flag.String("reanalyse", "", "judge the run recorded in this directory again (its recording.json.gz) with this build's analysis, writing the report into -out (default: that directory); runs nothing")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: chaos [flags]\n\nRuns ipfailover on a three-node lab under a seeded nemesis and reports the outages a client saw. Needs root.\n\n")
 		flag.PrintDefaults()
@@ -70,6 +71,17 @@ func run() int {
 	if flag.NArg() > 0 {
 		flag.Usage()
 		return 2
+	}
+	if *reanalyse != "" {
+		if *out == "" {
+			*out = *reanalyse
+		}
+		res, err := chaos.Reanalyse(*reanalyse, *out)
+		if res == nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 1
+		}
+		return finish(res, err, res.Schedule.Seed)
 	}
 	seed, err := parseSeed(*seedFlag)
 	if err != nil {
@@ -159,7 +171,14 @@ func run() int {
 	case res == nil:
 		fmt.Fprintln(os.Stderr, "chaos: FAILED:", err)
 		return 1
-	case err != nil:
+	}
+	return finish(res, err, seed)
+}
+
+// finish prints a run's summary and where its report is, and returns the
+// exit code: 1 when it failed or its report could not be written.
+func finish(res *chaos.Result, err error, seed uint64) int {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: writing the report:", err)
 	}
 	fmt.Println()
