@@ -272,6 +272,11 @@ func Analyse(d *Data) Analysis {
 			o.Stalled = total(d.Stalls, o.Start, o.End)
 			o.Hiccup = total(a.Hiccups, o.Start, o.End)
 			o.Silent = total(silent, o.Start, o.End)
+			var slow []Interval
+			if tail, ok := d.slowTail(o); ok {
+				slow = subtract([]Interval{tail}, merge(append(slices.Clone(excused), silent...)))
+			}
+			o.Slow = total(slow, o.Start, o.End)
 			mid := o.Start.Add(o.Len() / 2)
 			if e := EntryAt(d.Entries[vip], mid); e != "" && !slices.Contains(HoldersAt(d.Holdings[vip], mid), e) {
 				o.Stranded = e
@@ -296,9 +301,11 @@ func Analyse(d *Data) Analysis {
 			kr := kindOf(r.Kind)
 			kr.Outages[vi] = append(kr.Outages[vi], o.Len())
 			got, limit := d.measure(o.Interval, wins)
-			// The client's stalls, the machine's hiccups and the
-			// holders' silence in the held part are not the VIP's.
-			got -= total(d.Stalls, o.End.Add(-got), o.End) + total(a.Hiccups, o.End.Add(-got), o.End) + total(silent, o.End.Add(-got), o.End)
+			// The client's stalls, the machine's hiccups, the holders'
+			// silence and the answering node's slowness in the held part
+			// are not the VIP's.
+			from := o.End.Add(-got)
+			got -= total(d.Stalls, from, o.End) + total(a.Hiccups, from, o.End) + total(silent, from, o.End) + total(slow, from, o.End)
 			res.Held = append(res.Held, Measure{got, limit})
 			if got > limit {
 				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: got, Limit: limit, At: o.Start})

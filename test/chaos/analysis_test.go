@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +35,8 @@ func TestOutages(t *testing.T) {
 	ps[51].Err = "refused" // one of the second run's two failures
 	got := Outages(ps)
 	want := []Outage{
-		{Interval: Interval{at(100), at(150)}, Failed: 5, Reason: "timeout"},
-		{Interval: Interval{at(500), at(520)}, Failed: 2, Reason: "refused"},
+		{Interval: Interval{at(100), at(150)}, Failed: 5, Reason: "timeout", Back: ps[15]},
+		{Interval: Interval{at(500), at(520)}, Failed: 2, Reason: "refused", Back: ps[52]},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Outages (-want +got):\n%s", diff)
@@ -52,6 +53,26 @@ func TestOutages(t *testing.T) {
 	got = Outages(slow)
 	if len(got) != 2 || !got[0].End.Equal(at(20)) || !got[1].End.Equal(at(300)) {
 		t.Errorf("outages on a slow path = %+v, want ending at 20 ms and at 300 ms", got)
+	}
+	// A probe sent later answered sooner (the first answer went through
+	// the old holder, which forwarded it): the VIP was back by then, and a
+	// failure sent before that is the same outage.
+	detour := []Probe{
+		{Sent: at(0), Done: at(1), OK: true},
+		{Sent: at(10), Done: at(260), Err: "timeout"},
+		{Sent: at(20), Done: at(220), OK: true, Node: "node1"},
+		{Sent: at(30), Done: at(280), Err: "timeout"},
+		{Sent: at(40), Done: at(41), OK: true, Node: "node1"},
+		{Sent: at(50), Done: at(51), OK: true, Node: "node1"},
+	}
+	got = Outages(detour)
+	if len(got) != 1 || !got[0].Start.Equal(at(10)) || !got[0].End.Equal(at(40)) || got[0].Failed != 2 || !got[0].Back.Sent.Equal(at(40)) {
+		t.Errorf("outages with a detour = %+v, want one from 10 ms to 40 ms, 2 failed, back with the probe sent at 40 ms", got)
+	}
+	detour = slices.Delete(slices.Clone(detour), 3, 4) // no failure after the slow answer
+	got = Outages(detour)
+	if len(got) != 1 || !got[0].End.Equal(at(40)) || got[0].Failed != 1 {
+		t.Errorf("outages with a detour and no failure after it = %+v, want one from 10 ms to 40 ms", got)
 	}
 	// A run that lasts to the end ends with the last probe.
 	ps = probes(100, "node1", [2]int{50, 100})

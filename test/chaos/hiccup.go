@@ -166,3 +166,41 @@ func pieces(at []time.Time, sets ...[]Interval) []Interval {
 func spanAt(is []Interval, t time.Time) bool {
 	return slices.ContainsFunc(is, func(i Interval) bool { return i.Contains(t) })
 }
+
+// slowTail is the end of outage o that was the answering node's slowness,
+// not the VIP's absence: an outage ends when the answer to its first
+// answered probe came, less the answer time before it (a probe can wait
+// on the path for the VIP to appear), so a node slow to answer anything
+// (starved of CPU, a backlog of connections) stretches it. When the
+// node's own address, probed in the same round, answered as slowly, the
+// VIP's answer was no slower than the node's: the outage's part after that
+// answer less the node's own answer time is the node's, not the
+// failover's. ok is false when the control probe did not answer, or
+// answered sooner than that.
+func (d *Data) slowTail(o Outage) (Interval, bool) {
+	b := o.Back
+	n := slices.Index(d.Nodes, b.Node)
+	if !b.OK || n < 0 || n >= len(d.Controls) {
+		return Interval{}, false
+	}
+	ps := d.Controls[n]
+	i, _ := slices.BinarySearchFunc(ps, b.Sent, func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
+	var c Probe
+	for _, j := range []int{i - 1, i} {
+		if j < 0 || j >= len(ps) || (ps[j].Sent.Sub(b.Sent)).Abs() > ProbeInterval/2 {
+			continue
+		}
+		c = ps[j]
+	}
+	if !c.OK {
+		return Interval{}, false
+	}
+	from := b.Done.Add(-c.Done.Sub(c.Sent))
+	if from.Before(b.Sent) {
+		from = b.Sent
+	}
+	if !from.Before(o.End) {
+		return Interval{}, false
+	}
+	return Interval{from, o.End}, true
+}

@@ -62,13 +62,20 @@ type Outage struct {
 	// the machine's hiccups, the VIP's holders were silent at their own
 	// addresses too (see Data.silentSpans): not held against a limit.
 	Silent time.Duration
+	// Slow is how long of the outage's end, outside the above, was the
+	// answering node's slowness (see Data.slowTail): not held against a
+	// limit.
+	Slow time.Duration
+	// Back is the probe that ended the outage, the first answered (zero
+	// when the outage lasted to the end of the probes).
+	Back Probe
 }
 
 // Counted is the part of the outage held against the limits: its length
-// less the client's stalls, the machine's hiccups and its holders'
-// silence in it. (Availability leaves out only the client's stalls: it is
-// what the client saw.)
-func (o Outage) Counted() time.Duration { return o.Len() - o.Stalled - o.Hiccup - o.Silent }
+// less the client's stalls, the machine's hiccups, its holders' silence
+// and the answering node's slowness in it. (Availability leaves out only
+// the client's stalls: it is what the client saw.)
+func (o Outage) Counted() time.Duration { return o.Len() - o.Stalled - o.Hiccup - o.Silent - o.Slow }
 
 func sortBySent(ps []Probe) []Probe {
 	ps = slices.Clone(ps)
@@ -76,8 +83,10 @@ func sortBySent(ps []Probe) []Probe {
 	return ps
 }
 
-// Outages finds the runs of failed probes in ps (in order of sending). A
-// run still going at the end lasts to the last probe's end.
+// Outages finds the runs of failed probes in ps (in order of sending). An
+// outage ends with the earliest answer of the probes that succeeded after
+// it, less the answer time before it. A run still going at the end lasts
+// to the last probe's end.
 func Outages(ps []Probe) []Outage {
 	var out []Outage
 	var cur *Outage
@@ -94,20 +103,44 @@ func Outages(ps []Probe) []Outage {
 		}
 		out = append(out, *cur)
 		cur = nil
-		clear(reasons)
 	}
-	for _, p := range ps {
+	// back is when the VIP answered again by probe q: its answer less the
+	// answer time before the outage, not before it was sent.
+	back := func(q Probe) time.Time {
+		if end := q.Done.Add(-rtt); end.After(q.Sent) {
+			return end
+		}
+		return q.Sent
+	}
+	for i, p := range ps {
 		switch {
+		case !p.OK && cur == nil && len(out) > 0 && p.Sent.Before(out[len(out)-1].End):
+			// Sent before the last outage ended (a later probe's
+			// quicker answer ended it): the outage goes on.
+			last := out[len(out)-1]
+			out, cur = out[:len(out)-1], &last
+			cur.Failed++
+			reasons[p.Err]++
 		case !p.OK && cur == nil:
+			clear(reasons)
 			cur = &Outage{Interval: Interval{Start: p.Sent}, Failed: 1}
 			reasons[p.Err]++
 		case !p.OK:
 			cur.Failed++
 			reasons[p.Err]++
 		case cur != nil:
-			end := p.Done.Add(-rtt)
-			if end.Before(p.Sent) {
-				end = p.Sent
+			// A probe sent later may be answered sooner: the first went
+			// a slower way (through the old holder, which forwards it).
+			// The VIP was back by the quicker answer.
+			cur.Back = p
+			end := back(p)
+			for _, q := range ps[i+1:] {
+				if !q.Sent.Before(end) {
+					break
+				}
+				if q.OK && back(q).Before(end) {
+					cur.Back, end = q, back(q)
+				}
 			}
 			closeAt(end)
 			rtt = p.Done.Sub(p.Sent)
