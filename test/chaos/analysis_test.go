@@ -524,3 +524,36 @@ func TestSilentHolder(t *testing.T) {
 		t.Errorf("with the client sending to node3: %s silent, want none", os[0].Silent)
 	}
 }
+
+func TestSlowAnswer(t *testing.T) {
+	d := twoFaults()
+	d.Lead = 0
+	// B is out from 2 s; the probe sent at 2.4 s is answered by node2
+	// 200 ms later, so the outage lasts to 2.599 s. node2's own address
+	// probed in that round answers after 150 ms: the outage's end past
+	// 2.45 s (the answer less node2's own answer time) is its slowness.
+	d.Probes[1] = probes(10000, "node2", [2]int{2000, 2400}, [2]int{6600, 6800})
+	d.Controls = [][]Probe{probes(10000, "node1"), probes(10000, "node2", [2]int{6500, 8000}), probes(10000, "node3")}
+	ctl := d.Controls[1]
+	// For half a second node2 answers everything slowly.
+	for i := 240; i < 290; i++ {
+		d.Probes[1][i].Done = d.Probes[1][i].Sent.Add(200 * time.Millisecond)
+		ctl[i].Done = ctl[i].Sent.Add(150 * time.Millisecond)
+	}
+	os := Analyse(d).VIPs[1].Outages
+	if len(os) != 2 || os[0].Len() != 599*time.Millisecond || os[0].Slow != 149*time.Millisecond || os[0].Counted() != 450*time.Millisecond {
+		t.Fatalf("B's outages %+v, want the first 599 ms long with its last 150 ms node2's slowness", os)
+	}
+	// A control probe of the round that got no answer waited its whole
+	// deadline: the node was slower than the VIP's answer.
+	ctl[240] = Probe{Sent: at(2400), Done: at(2650), Err: "timeout"}
+	if os := Analyse(d).VIPs[1].Outages; os[0].Slow != 199*time.Millisecond {
+		t.Errorf("with the round's control unanswered: %s slow, want 199 ms (from the probe's sending)", os[0].Slow)
+	}
+	// The node answering at once at its own address: the VIP's slow
+	// answer is the failover's.
+	ctl[240] = Probe{Sent: at(2400), Done: at(2401), OK: true, Node: "node2"}
+	if os := Analyse(d).VIPs[1].Outages; os[0].Slow != 0 {
+		t.Errorf("with node2 answering at once: %s slow, want none", os[0].Slow)
+	}
+}

@@ -175,8 +175,9 @@ func spanAt(is []Interval, t time.Time) bool {
 // node's own address, probed in the same round, answered as slowly, the
 // VIP's answer was no slower than the node's: the outage's part after that
 // answer less the node's own answer time is the node's, not the
-// failover's. ok is false when the control probe did not answer, or
-// answered sooner than that.
+// failover's. A control probe of the round that got no answer waited its
+// whole deadline: the node was slower still. ok is false when no control
+// probe was sent in the round, or the node answered sooner than that.
 func (d *Data) slowTail(o Outage) (Interval, bool) {
 	b := o.Back
 	n := slices.Index(d.Nodes, b.Node)
@@ -185,17 +186,18 @@ func (d *Data) slowTail(o Outage) (Interval, bool) {
 	}
 	ps := d.Controls[n]
 	i, _ := slices.BinarySearchFunc(ps, b.Sent, func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
-	var c Probe
+	// own is the node's own answer time in the round: the slowest of the
+	// control probes sent within half an interval of b.
+	var own time.Duration
 	for _, j := range []int{i - 1, i} {
-		if j < 0 || j >= len(ps) || (ps[j].Sent.Sub(b.Sent)).Abs() > ProbeInterval/2 {
-			continue
+		if j >= 0 && j < len(ps) && ps[j].Sent.Sub(b.Sent).Abs() <= ProbeInterval/2 {
+			own = max(own, ps[j].Done.Sub(ps[j].Sent))
 		}
-		c = ps[j]
 	}
-	if !c.OK {
+	if own == 0 {
 		return Interval{}, false
 	}
-	from := b.Done.Add(-c.Done.Sub(c.Sent))
+	from := b.Done.Add(-own)
 	if from.Before(b.Sent) {
 		from = b.Sent
 	}
