@@ -16,6 +16,10 @@ type Record struct {
 	// its nodes were back: their programs ready (/readyz), or Ended for a
 	// fault that stops nothing.
 	Began, Ended, Recovered time.Time
+	// Effective is when the fault took hold, when that is measured and
+	// later than Began (a killed service's process reaped): the failover
+	// cannot begin before, so a limit counts from it (see measure).
+	Effective time.Time `json:",omitzero"`
 	// Held are the VIPs the fault's nodes held when it began.
 	Held []netip.Addr
 	// Bound is the longest outage the VRRP timers allow the fault when it
@@ -444,13 +448,19 @@ func (d *Data) outsideStalls(ps []Probe) ([]Probe, int) {
 // again: a fault that begins (the backup about to take over dies too,
 // with its own bound if more lenient) or one that is undone (a frozen node
 // resumes, a node comes back: VRRP sorts the VIPs out anew). Alone, that
-// is the fault's own bound on the outage's length. It returns the part of
-// the outage held to the limit, and the limit.
+// is the fault's own bound on the outage's length. A fault in progress
+// that took hold after the outage began (Record.Effective) starts the
+// count when it did. It returns the part of the outage held to the limit,
+// and the limit.
 func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
 	from := o.Start
 	for i, r := range d.Records {
 		if wins[i].Contains(o.Start) {
 			limit = max(limit, r.Bound)
+			// Nothing could fail over before the fault took hold.
+			if r.Effective.After(from) && r.Effective.Before(o.End) {
+				from = r.Effective
+			}
 		}
 	}
 	type change struct {

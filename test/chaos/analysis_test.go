@@ -278,6 +278,9 @@ func TestMeasure(t *testing.T) {
 		// A frozen node resumes during the outage: VRRP sorts the VIPs
 		// out anew from then.
 		{"a node back", []Record{{Began: at(1000), Ended: at(3000), Recovered: at(3000), Bound: 3100 * time.Millisecond}}, 2500, 6000, 3000, 3100},
+		// A killed service's process gone 800 ms after the kill: the
+		// failed check's count starts then.
+		{"a fault taking hold late", []Record{{Began: at(1000), Effective: at(1800), Ended: at(5000), Recovered: at(5000), Bound: 375 * time.Millisecond}}, 1000, 2100, 300, 375},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Data{Records: tc.recs, Allowance: time.Second}

@@ -427,6 +427,12 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 			return err
 		}
 		<-p.Done()
+		// Its listening socket goes with the process: until then the
+		// node's kernel still accepts the check's connections.
+		rec.Effective = time.Now()
+		if late := rec.Effective.Sub(rec.Began); late > 20*time.Millisecond {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("the service's process was gone %s after the SIGKILL", fmtDur(late)))
+		}
 		if err := sleep(ctx, f.Length); err != nil {
 			return err
 		}
