@@ -455,7 +455,8 @@ func (w *Watcher) listWatch(selector string) *cache.ListWatch {
 }
 
 // untilAnswered runs a request of the watch until the API server answers
-// it (with a result or an error of its own) or ctx ends, every Retry.
+// it (with a result or an error of its own) or ctx ends, every Retry (see
+// pause).
 func untilAnswered[T any](ctx context.Context, w *Watcher, what string, request func() (T, error)) (T, error) {
 	for tries := 1; ; tries++ {
 		v, err := request()
@@ -492,8 +493,8 @@ func (w *Watcher) requested(what string, err error) {
 	}
 }
 
-// retrying runs fn until it succeeds or ctx ends, a retry apart, keeping
-// the health up to date.
+// retrying runs fn until it succeeds or ctx ends, a retry apart (see
+// pause), keeping the health up to date.
 func (w *Watcher) retrying(ctx context.Context, what string, fn func() error) error {
 	for tries := 1; ; tries++ {
 		err := fn()
