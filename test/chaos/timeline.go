@@ -66,8 +66,8 @@ type Outage struct {
 	// answering node's slowness (see Data.slowTail): not held against a
 	// limit.
 	Slow time.Duration
-	// Back is the probe that ended the outage, the first answered (zero
-	// when the outage lasted to the end of the probes).
+	// Back is the probe whose answer ended the outage, the quickest after
+	// it (zero when the outage lasted to the end of the probes).
 	Back Probe
 }
 
