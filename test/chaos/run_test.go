@@ -154,11 +154,12 @@ func TestShortRun(t *testing.T) {
 		t.Fatalf("Reanalyse: %v", err)
 	}
 	// The run's times carry monotonic clock readings, the recording's the
-	// wall clock alone: the two can differ by nanoseconds.
+	// wall clock alone: the two drift apart while the clock is slewed (57 µs
+	// in one run of 75 s).
 	near := cmp.Options{
-		cmpopts.EquateApproxTime(time.Microsecond),
-		cmp.Comparer(func(a, b time.Duration) bool { return (a - b).Abs() < time.Microsecond }),
-		cmpopts.EquateApprox(0, 1e-6),
+		cmpopts.EquateApproxTime(time.Millisecond),
+		cmp.Comparer(func(a, b time.Duration) bool { return (a - b).Abs() < time.Millisecond }),
+		cmpopts.EquateApprox(0, 1e-4),
 	}
 	if diff := cmp.Diff(res.Analysis, again.Analysis, addrCmp, near); diff != "" {
 		t.Errorf("the recording judged again differs (-run +again):\n%s", diff)
