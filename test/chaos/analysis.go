@@ -267,6 +267,9 @@ func Analyse(d *Data) Analysis {
 		judged, stalled := d.outsideStalls(ps)
 		res.Stalled = stalled
 		silent := subtract(d.silentSpans(vip, controlFails, nodeDowns), excused)
+		// accounted is the time already left out of the limits: a slow
+		// answer counts only outside it.
+		accounted := merge(append(slices.Clone(excused), silent...))
 		for _, o := range Outages(judged) {
 			o2, ok := o.clip(d.Start, d.End)
 			if !ok {
@@ -278,7 +281,7 @@ func Analyse(d *Data) Analysis {
 			o.Silent = total(silent, o.Start, o.End)
 			var slow []Interval
 			if tail, ok := d.slowTail(o); ok {
-				slow = subtract([]Interval{tail}, merge(append(slices.Clone(excused), silent...)))
+				slow = subtract([]Interval{tail}, accounted)
 			}
 			o.Slow = total(slow, o.Start, o.End)
 			mid := o.Start.Add(o.Len() / 2)
