@@ -453,8 +453,9 @@ func (d *Data) outsideStalls(ps []Probe) ([]Probe, int) {
 // resumes, a node comes back: VRRP sorts the VIPs out anew). Alone, that
 // is the fault's own bound on the outage's length. A fault in progress
 // that took hold after the outage began (Record.Effective) starts the
-// count when it did. It returns the part of the outage held to the limit,
-// and the limit.
+// count when it did. A segment that delayed the VRRP adverts during the
+// held part adds its delay and jitter to the limit (see transit). It
+// returns the part of the outage held to the limit, and the limit.
 func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
 	from := o.Start
 	for i, r := range d.Records {
@@ -480,7 +481,26 @@ func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
 			from, limit = c.at, max(limit, c.bound)
 		}
 	}
-	return o.End.Sub(from), limit
+	return o.End.Sub(from), limit + d.transit(Interval{from, o.End})
+}
+
+// transit is how much later than on a quiet segment a failover can end
+// within iv: the longest delay and jitter of the segment faults in
+// progress then. The bounds assume adverts that arrive at once; a segment
+// that holds every IP packet back (the VRRP adverts among them; ARP and
+// neighbour discovery are not delayed) makes the backups hear the last
+// advert of a holder that is gone that much later, so their master-down
+// timers, and the handover, end that much later too. A double master
+// among backups that did not hear each other in time costs more and is
+// not excused.
+func (d *Data) transit(iv Interval) time.Duration {
+	var worst time.Duration
+	for _, r := range d.Records {
+		if r.Kind == Segment && (Interval{r.Began, r.Ended}).Overlaps(iv) {
+			worst = max(worst, r.Delay+r.Jitter)
+		}
+	}
+	return worst
 }
 
 // healTime is how long dbl outlived the recovery of the last fault in

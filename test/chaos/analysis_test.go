@@ -281,6 +281,17 @@ func TestMeasure(t *testing.T) {
 		// A killed service's process gone 800 ms after the kill: the
 		// failed check's count starts then.
 		{"a fault taking hold late", []Record{{Began: at(1000), Effective: at(1800), Ended: at(5000), Recovered: at(5000), Bound: 375 * time.Millisecond}}, 1000, 2100, 300, 375},
+		// A node freezes while the segment delays every packet 27 ms ±
+		// 11 ms: the backups hear its last advert up to 38 ms late.
+		{"a delaying segment", []Record{
+			{Fault: Fault{Kind: Segment, Delay: 27 * time.Millisecond, Jitter: 11 * time.Millisecond}, Began: at(0), Ended: at(5000), Recovered: at(5000), Bound: 707 * time.Millisecond},
+			rec(1000, 705),
+		}, 1000, 1712, 712, 745},
+		// One that was over before the outage began changes nothing.
+		{"a delaying segment over", []Record{
+			{Fault: Fault{Kind: Segment, Delay: 27 * time.Millisecond, Jitter: 11 * time.Millisecond}, Began: at(0), Ended: at(500), Recovered: at(500), Bound: 707 * time.Millisecond},
+			rec(1000, 705),
+		}, 1000, 1712, 712, 707},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Data{Records: tc.recs, Allowance: time.Second}
