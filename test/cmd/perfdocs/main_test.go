@@ -146,3 +146,71 @@ func TestParseChaosCluster(t *testing.T) {
 		t.Errorf("parsed %+v", r)
 	}
 }
+
+// TestCarry carries a page forward: the same page when nothing is added,
+// and with a new run added, a run of the same name replaced, the bench
+// part kept and the new note after the old one.
+func TestCarry(t *testing.T) {
+	dir := t.TempDir()
+	benchMD := filepath.Join(dir, "bench.md")
+	if err := os.WriteFile(benchMD, []byte("| row | median | worst | VRRP limit | shipped image |\n|---|---|---|---|---|\n| crash move | 2.388 s | 3.016 s | 3.027 s | 2.1–2.3 s |\n\n"+
+		"Measured by `make bench` at commit bfa212061202 on 2026-11-23: 5 rounds; 2 CPUs (AMD EPYC), Linux 6.18.44-fc-v769, Keepalived v2.2.7 (01/16,2022), go1.26.8.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := func(name, text string) string {
+		path := filepath.Join(dir, "chaos", name, "report.md")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	first := filepath.Join(dir, "first.md")
+	if err := run(benchMD, nil, []string{report("seed-7", chaosReport), report("seed-8", chaosReport)}, first, "The first note."); err != nil {
+		t.Fatal(err)
+	}
+	was, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := filepath.Join(dir, "same.md")
+	if err := carry(first, nil, same, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(same); string(got) != string(was) {
+		t.Errorf("carried forward with nothing added, the page changed:\n%s\nwas:\n%s", got, was)
+	}
+	failed := strings.Replace(chaosReport, ": PASS", ": FAIL", 1)
+	failed = strings.Replace(failed, "2026-11-25 10:00", "2026-11-26 11:00", 1)
+	next := filepath.Join(dir, "next.md")
+	if err := carry(first, []string{report("seed-8", failed), report("seed-9", chaosReport)}, next, "The second note."); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"at commit bfa212061202 on 2026-11-23, 5 rounds",
+		"| crash move | 2.388 s | 3.016 s | 3.027 s | 2.1–2.3 s |\n\n## make chaos",
+		"The first note.\n\nThe second note.\n\n## make bench",
+		"| `seed-7`: seed 7, 10m0s, lab | 494c099 | 2026-11-25 10:00 UTC | 81 | pass |",
+		"| `seed-9`: seed 7, 10m0s, lab | 494c099 | 2026-11-25 10:00 UTC | 81 | pass |",
+		"| `seed-8`: seed 7, 10m0s, lab | 494c099 | 2026-11-26 11:00 UTC | 81 | **fail** |",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if n := strings.Count(string(page), "| `seed-8`"); n != 1 {
+		t.Errorf("seed-8 has %d rows, want 1 (the new report's)", n)
+	}
+	if i, j := strings.Index(string(page), "`seed-9`"), strings.Index(string(page), "`seed-8`"); i > j {
+		t.Errorf("rows not in the order of their start:\n%s", page)
+	}
+	if err := carry(benchMD, nil, filepath.Join(dir, "x.md"), ""); err == nil {
+		t.Error("a bench table carried forward as a page: no error")
+	}
+}
