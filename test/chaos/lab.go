@@ -704,7 +704,7 @@ func (t *labTarget) metricsURL(node string) string {
 }
 
 func (t *labTarget) close() error {
-	err := t.c.Close()
+	err := errors.Join(t.keepNodeLogs(), t.c.Close())
 	if t.harnessFrom != nil {
 		err = errors.Join(err, t.harnessFrom.Add(os.Getpid()))
 		t.harnessFrom = nil
@@ -714,6 +714,24 @@ func (t *labTarget) close() error {
 	}
 	if left, lerr := t.c.Leftovers(); lerr != nil || len(left) > 0 {
 		err = errors.Join(err, lerr, fmt.Errorf("namespaces left: %v", left))
+	}
+	return err
+}
+
+// keepNodeLogs writes everything each node's programs printed (the
+// service, ipfailover, keepalived) to o.Out/logs/NODE.log, with or without
+// -v: a fault seen once in a report is read from its run's own logs.
+func (t *labTarget) keepNodeLogs() error {
+	if t.o.Out == "" {
+		return nil
+	}
+	dir := filepath.Join(t.o.Out, "logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var err error
+	for _, n := range t.c.Nodes {
+		err = errors.Join(err, os.WriteFile(filepath.Join(dir, n.Name+".log"), []byte(t.out[n].String()), 0o644))
 	}
 	return err
 }

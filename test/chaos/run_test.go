@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -84,6 +85,13 @@ func TestShortRun(t *testing.T) {
 	}
 	for _, pr := range res.Problems {
 		t.Errorf("problem: %s", pr)
+	}
+	// Every node's programs' output is kept with the report, -v or not.
+	for _, name := range res.Data.Nodes {
+		b, err := os.ReadFile(filepath.Join(out, "logs", name+".log"))
+		if err != nil || !bytes.Contains(b, []byte("effective configuration")) || !bytes.Contains(b, []byte("Entering")) {
+			t.Errorf("%s's log kept with the report: %d bytes, %v; want ipfailover's and keepalived's lines", name, len(b), err)
+		}
 	}
 	if got, want := len(res.Data.Records), len(res.Schedule.Faults); got != want || want < 7 {
 		t.Errorf("%d faults carried out of %d planned, want all of at least 7", got, want)
