@@ -428,6 +428,6 @@ func (r chaosRun) row() string {
 	if !r.pass {
 		result = "**fail**"
 	}
-	return fmt.Sprintf("| `%s`: seed %d, %s, %s | %s | %s | %d | %s | %.1f–%.1f %% | %s | %s | %s |",
+	return fmt.Sprintf("| %#q: seed %d, %s, %s | %s | %s | %d | %s | %.1f–%.1f %% | %s | %s | %s |",
 		r.dir, r.seed, r.duration, r.target, r.commit, r.start, r.faults, result, r.availLo, r.availHi, fmtDur(r.longest), fmtDur(r.twice), r.load)
 }
