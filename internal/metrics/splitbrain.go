@@ -17,13 +17,14 @@ type SplitBrain interface {
 
 // splitBrainCollector exports the guard's view:
 // ipfailover_vip_duplicate, ipfailover_vip_stray_removed_total,
-// ipfailover_vip_announcements_total and
+// ipfailover_vip_restored_total, ipfailover_vip_announcements_total and
 // ipfailover_vrrp_foreign_adverts_total.
 type splitBrainCollector struct {
 	guard     SplitBrain
 	vips      []netip.Addr
 	dup       *prometheus.Desc
 	stray     *prometheus.Desc
+	restored  *prometheus.Desc
 	announced *prometheus.Desc
 	foreign   *prometheus.Desc
 }
@@ -38,6 +39,9 @@ func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollecto
 		stray: prometheus.NewDesc("ipfailover_vip_stray_removed_total",
 			"VIPs removed from this node's interface because keepalived's instance for them was not MASTER here.",
 			[]string{"vip"}, nil),
+		restored: prometheus.NewDesc("ipfailover_vip_restored_total",
+			"VIPs put back on this node's interface because keepalived's instance for them was MASTER here without them (keepalived adds an instance's VIPs once, as it becomes MASTER).",
+			[]string{"vip"}, nil),
 		announced: prometheus.NewDesc("ipfailover_vip_announcements_total",
 			"Gratuitous ARPs or unsolicited neighbour advertisements this node sent for a VIP it holds after another host that had claimed it stopped answering for it (a split brain over), so that clients follow this node again.",
 			[]string{"vip"}, nil),
@@ -50,6 +54,7 @@ func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollecto
 func (c *splitBrainCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.dup
 	ch <- c.stray
+	ch <- c.restored
 	ch <- c.announced
 	ch <- c.foreign
 }
@@ -66,6 +71,7 @@ func (c *splitBrainCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.dup, prometheus.GaugeValue, 0, vip, "")
 		}
 		ch <- prometheus.MustNewConstMetric(c.stray, prometheus.CounterValue, float64(s.StrayRemoved[v]), vip)
+		ch <- prometheus.MustNewConstMetric(c.restored, prometheus.CounterValue, float64(s.Restored[v]), vip)
 		ch <- prometheus.MustNewConstMetric(c.announced, prometheus.CounterValue, float64(s.Announced[v]), vip)
 	}
 	for _, f := range s.Foreign {

@@ -17,7 +17,7 @@ type guardView struct{ s splitbrain.Snapshot }
 func (g guardView) Snapshot() splitbrain.Snapshot { return g.s }
 
 // TestSplitBrainMetrics: one ipfailover_vip_duplicate series per configured
-// VIP (0 with an empty mac, or 1 per other host's MAC), a stray counter per
+// VIP (0 with an empty mac, or 1 per other host's MAC), a stray and a restored counter per
 // configured VIP, and a foreign advert counter per router id and source;
 // the names and labels the alerts use, and they lint clean.
 func TestSplitBrainMetrics(t *testing.T) {
@@ -29,6 +29,7 @@ func TestSplitBrainMetrics(t *testing.T) {
 		StrayRemoved: map[netip.Addr]uint64{
 			netip.MustParseAddr("192.0.2.100"): 2, netip.MustParseAddr("192.0.2.101"): 0, netip.MustParseAddr("2001:db8::1"): 0,
 		},
+		Restored:  map[netip.Addr]uint64{netip.MustParseAddr("2001:db8::1"): 1},
 		Announced: map[netip.Addr]uint64{netip.MustParseAddr("192.0.2.101"): 3},
 		Foreign:   []splitbrain.ForeignAdverts{{VRID: 51, Source: "192.0.2.99", Adverts: 7}, {VRID: 52, Source: "fe80::1", Adverts: 1}},
 	}}
@@ -45,6 +46,11 @@ ipfailover_vip_duplicate{mac="",vip="2001:db8::1"} 0
 ipfailover_vip_stray_removed_total{vip="192.0.2.100"} 2
 ipfailover_vip_stray_removed_total{vip="192.0.2.101"} 0
 ipfailover_vip_stray_removed_total{vip="2001:db8::1"} 0
+# HELP ipfailover_vip_restored_total VIPs put back on this node's interface because keepalived's instance for them was MASTER here without them (keepalived adds an instance's VIPs once, as it becomes MASTER).
+# TYPE ipfailover_vip_restored_total counter
+ipfailover_vip_restored_total{vip="192.0.2.100"} 0
+ipfailover_vip_restored_total{vip="192.0.2.101"} 0
+ipfailover_vip_restored_total{vip="2001:db8::1"} 1
 # HELP ipfailover_vip_announcements_total Gratuitous ARPs or unsolicited neighbour advertisements this node sent for a VIP it holds after another host that had claimed it stopped answering for it (a split brain over), so that clients follow this node again.
 # TYPE ipfailover_vip_announcements_total counter
 ipfailover_vip_announcements_total{vip="192.0.2.100"} 0
@@ -56,10 +62,10 @@ ipfailover_vrrp_foreign_adverts_total{source="192.0.2.99",vrid="51"} 7
 ipfailover_vrrp_foreign_adverts_total{source="fe80::1",vrid="52"} 1
 `
 	if err := testutil.GatherAndCompare(s.registry, strings.NewReader(want),
-		"ipfailover_vip_duplicate", "ipfailover_vip_stray_removed_total", "ipfailover_vip_announcements_total", "ipfailover_vrrp_foreign_adverts_total"); err != nil {
+		"ipfailover_vip_duplicate", "ipfailover_vip_stray_removed_total", "ipfailover_vip_restored_total", "ipfailover_vip_announcements_total", "ipfailover_vrrp_foreign_adverts_total"); err != nil {
 		t.Error(err)
 	}
-	problems, err := testutil.GatherAndLint(s.registry, "ipfailover_vip_duplicate", "ipfailover_vip_stray_removed_total", "ipfailover_vip_announcements_total", "ipfailover_vrrp_foreign_adverts_total")
+	problems, err := testutil.GatherAndLint(s.registry, "ipfailover_vip_duplicate", "ipfailover_vip_stray_removed_total", "ipfailover_vip_restored_total", "ipfailover_vip_announcements_total", "ipfailover_vrrp_foreign_adverts_total")
 	if err != nil {
 		t.Fatal(err)
 	}

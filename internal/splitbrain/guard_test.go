@@ -166,7 +166,7 @@ type guardTest struct {
 	done   chan struct{}
 }
 
-var testTiming = timing{probe: 100 * time.Millisecond, confirm: 50 * time.Millisecond, grace: 300 * time.Millisecond, relist: time.Hour,
+var testTiming = timing{probe: 100 * time.Millisecond, confirm: 50 * time.Millisecond, grace: 300 * time.Millisecond, mend: 150 * time.Millisecond, relist: time.Hour,
 	contest: 50 * time.Millisecond, spacing: 200 * time.Millisecond}
 
 func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
@@ -302,6 +302,55 @@ func TestGuardRemovesStrays(t *testing.T) {
 	time.Sleep(3 * testTiming.grace)
 	if !gt.host.has(v100) {
 		t.Error("a MASTER's VIP was removed")
+	}
+}
+
+// TestGuardRestoresMissing: keepalived reports an instance MASTER, but its
+// VIP is not on the interface (an add that did not take; keepalived adds
+// once, as it becomes MASTER): the guard puts it back after the mend
+// period, announces it and counts it. keepalived does not remove on leaving
+// MASTER what it did not add, so the guard removes it at once then.
+func TestGuardRestoresMissing(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100-101"}, "192.0.2.11/24", "192.0.2.101/32")
+	v100, v101 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
+	garp, err := arpAnnouncement(macA, v100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := time.Now()
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" MASTER 254`, `INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`)
+	gt.waitFor("the missing VIP put back", func() bool { return gt.host.has(v100) })
+	if took := time.Since(said); took < testTiming.mend {
+		t.Errorf("put back after %v, before the mend period of %v", took, testTiming.mend)
+	}
+	gt.waitFor("count", func() bool { return gt.g.Snapshot().Restored[v100] == 1 })
+	gt.waitFor("its announcement", func() bool { return count(gt.arp.frames(), garp) == 2 })
+	if n := gt.g.Snapshot().Restored[v101]; n != 0 {
+		t.Errorf("restored the VIP that was on the interface %d times", n)
+	}
+	if l := gt.logs.Lines("put back a missing VIP"); len(l) != 1 || !strings.Contains(l[0], "vip=192.0.2.100/32") || !strings.Contains(l[0], "instance=OpenShift_IPFailover_VIP_1") {
+		t.Errorf("log lines %q, want one naming 192.0.2.100/32 and its instance", l)
+	}
+	listed, err := gt.host.List("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(listed, netip.MustParsePrefix("192.0.2.100/32")) {
+		t.Errorf("addresses %v, want 192.0.2.100/32 as keepalived adds it", listed)
+	}
+
+	// The instance leaves MASTER; keepalived leaves the VIP it did not add.
+	left := time.Now()
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" BACKUP 254`)
+	gt.waitFor("the put-back VIP removed", func() bool { return !gt.host.has(v100) })
+	if took := time.Since(left); took >= testTiming.grace {
+		t.Errorf("removed %v after leaving MASTER, want at once (grace period %v)", took, testTiming.grace)
+	}
+	if !gt.host.has(v101) {
+		t.Error("the other MASTER's VIP went too")
+	}
+	if l := gt.logs.Lines("removed a stray VIP"); len(l) != 1 || !strings.Contains(l[0], "put_back_here=true") {
+		t.Errorf("log lines %q, want one saying the VIP was put back here", l)
 	}
 }
 

@@ -61,9 +61,9 @@ type Host interface {
 	Interface(name string) (net.Interface, error)
 	// List returns the addresses on iface.
 	List(iface string) ([]netip.Prefix, error)
-	// Add and Delete change them; the guard only deletes (through
+	// Add and Delete change them: the guard deletes a stray (through
 	// host.ReleaseVIPs, which puts back an address a deletion took
-	// along).
+	// along) and adds a VIP missing from a MASTER.
 	Add(iface string, p netip.Prefix) error
 	Delete(iface string, p netip.Prefix) error
 	// WatchAddrs sends a value on changed (without blocking) when the
@@ -104,8 +104,9 @@ type timing struct {
 	// grid aligns the ends of regular rounds (see duplicates.grid).
 	grid time.Duration
 	// grace is how long a VIP may sit on the interface while its instance
-	// is not MASTER.
-	grace time.Duration
+	// is not MASTER; mend, how long it may be missing from it while its
+	// instance is MASTER.
+	grace, mend time.Duration
 	// relist is how often the addresses are listed even when the kernel
 	// reports no change.
 	relist time.Duration
@@ -127,6 +128,7 @@ func defaultTiming(advert time.Duration) timing {
 		grid:       time.Second,
 		confirm:    time.Second,
 		grace:      max(2*advert, time.Second),
+		mend:       max(advert, 500*time.Millisecond),
 		relist:     10 * time.Second,
 		contest:    200 * time.Millisecond,
 		contestGap: 10 * time.Millisecond,
@@ -161,12 +163,12 @@ type Guard struct {
 	notes  chan keepalived.Notification
 
 	// Owned by Run's loop.
-	dup     *duplicates
-	stray   *strays
-	contest *contests
-	pid     int
-	listErr bool
-	sendErr bool
+	dup       *duplicates
+	ownership *ownership
+	contest   *contests
+	pid       int
+	listErr   bool
+	sendErr   bool
 	// listed is when the addresses were last listed; relistAt, when set,
 	// is when a change the kernel reported since is listed.
 	listed, relistAt time.Time
@@ -203,6 +205,7 @@ type Guard struct {
 	lastDropLog  time.Time
 	conflicts    map[netip.Addr][]net.HardwareAddr
 	strayRemoved map[netip.Addr]uint64
+	restored     map[netip.Addr]uint64
 	announced    map[netip.Addr]uint64
 }
 
@@ -282,6 +285,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		foreign:       newForeign(),
 		conflicts:     map[netip.Addr][]net.HardwareAddr{},
 		strayRemoved:  map[netip.Addr]uint64{},
+		restored:      map[netip.Addr]uint64{},
 		announced:     map[netip.Addr]uint64{},
 	}
 	for _, in := range o.Plan.Instances {
@@ -289,6 +293,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 			g.isVIP[v] = true
 			g.instance[v] = in.Name
 			g.strayRemoved[v] = 0
+			g.restored[v] = 0
 			g.announced[v] = 0
 			if len(g.mac) != 6 {
 				continue
@@ -314,7 +319,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 	if len(g.mac) != 6 {
 		log.Warn("duplicate VIP detection is off: the interface has no Ethernet address", "interface", g.iface)
 	}
-	g.stray = newStrays(t.grace, g.instance)
+	g.ownership = newOwnership(t.grace, t.mend, g.instance)
 	return g, nil
 }
 
@@ -374,6 +379,9 @@ type Snapshot struct {
 	Duplicates map[netip.Addr][]net.HardwareAddr
 	// StrayRemoved counts, per configured VIP, its removals as a stray.
 	StrayRemoved map[netip.Addr]uint64
+	// Restored counts, per configured VIP, the times it was put back on
+	// the interface: its instance was MASTER without it.
+	Restored map[netip.Addr]uint64
 	// Announced counts, per configured VIP, its announcements after
 	// another host stopped answering for it.
 	Announced map[netip.Addr]uint64
@@ -385,7 +393,7 @@ type Snapshot struct {
 // goroutine.
 func (g *Guard) Snapshot() Snapshot {
 	g.mu.Lock()
-	s := Snapshot{Duplicates: maps.Clone(g.conflicts), StrayRemoved: maps.Clone(g.strayRemoved), Announced: maps.Clone(g.announced)}
+	s := Snapshot{Duplicates: maps.Clone(g.conflicts), StrayRemoved: maps.Clone(g.strayRemoved), Restored: maps.Clone(g.restored), Announced: maps.Clone(g.announced)}
 	g.mu.Unlock()
 	s.Foreign = g.foreign.snapshot()
 	return s
@@ -507,7 +515,7 @@ func (g *Guard) changed(now time.Time) {
 // listing held back, is due.
 func (g *Guard) next() (time.Time, bool) {
 	at := g.relistAt
-	for _, next := range []func() (time.Time, bool){g.dup.next, g.stray.next, g.contest.next} {
+	for _, next := range []func() (time.Time, bool){g.dup.next, g.ownership.next, g.contest.next} {
 		if t, ok := next(); ok && (at.IsZero() || t.Before(at)) {
 			at = t
 		}
@@ -520,12 +528,12 @@ func (g *Guard) next() (time.Time, bool) {
 // every instance again.
 func (g *Guard) note(now time.Time, n keepalived.Notification) {
 	g.checkRestart()
-	g.stray.notify(now, n)
+	g.ownership.notify(now, n)
 }
 
 func (g *Guard) checkRestart() {
 	if pid := g.keepalived.PID(); pid != g.pid {
-		g.stray.forget()
+		g.ownership.forget()
 		g.pid = pid
 	}
 }
@@ -564,11 +572,13 @@ func (g *Guard) step(now time.Time) {
 			"vip", e.vip, "other_mac", macList(e.macs), "lasted", e.lasted.Round(time.Millisecond))
 	}
 	g.announce(announce)
-	if strays := g.stray.due(now); len(strays) > 0 {
+	if strays, missing := g.ownership.due(now); len(strays)+len(missing) > 0 {
 		for _, v := range strays {
 			g.removeStray(now, v)
 		}
+		restored := g.restore(now, missing)
 		g.relist(now)
+		g.announce(restored)
 	}
 }
 
@@ -608,7 +618,7 @@ func (g *Guard) relist(now time.Time) {
 	probe, ended := g.dup.setHeld(now, held)
 	g.send(probe)
 	g.report(ended)
-	g.stray.setHeld(now, held)
+	g.ownership.setHeld(now, held)
 	g.contest.setHeld(held)
 	g.filterProbes(held)
 	on := make(map[netip.Addr]bool, len(held))
@@ -778,7 +788,7 @@ func (g *Guard) report(changes []conflictChange) {
 }
 
 func (g *Guard) stateName(v netip.Addr) string {
-	if st, ok := g.stray.state(v); ok {
+	if st, ok := g.ownership.state(v); ok {
 		return string(st.state)
 	}
 	return "unknown"
@@ -795,19 +805,22 @@ func macList(ms []net.HardwareAddr) string {
 // removeStray deletes a stray VIP, with whatever prefix length it has
 // (host.ReleaseVIPs), and counts it.
 func (g *Guard) removeStray(now time.Time, v netip.Addr) {
-	st, _ := g.stray.state(v)
+	st, _ := g.ownership.state(v)
+	wait := []any{"grace", g.timing.grace}
+	if g.ownership.putBack(v) {
+		wait = []any{"put_back_here", true}
+	}
 	removed, err := host.ReleaseVIPs(g.host, g.iface, []netip.Addr{v})
 	if err != nil {
 		g.log.Error("removing a stray VIP", "vip", v, "interface", g.iface, "error", err)
-		g.stray.failed(now, v)
+		g.ownership.failed(now, v)
 	}
 	if len(removed) == 0 {
 		return
 	}
 	// The log line first: whoever sees the count can read the line.
 	g.log.Warn("removed a stray VIP: keepalived's instance for it is not MASTER on this node",
-		"vip", removed[0], "instance", g.instance[v], "keepalived_state", string(st.state),
-		"grace", g.timing.grace)
+		append([]any{"vip", removed[0], "instance", g.instance[v], "keepalived_state", string(st.state)}, wait...)...)
 	g.mu.Lock()
 	g.strayRemoved[v]++
 	g.mu.Unlock()
@@ -821,6 +834,37 @@ func (g *Guard) removeStray(now time.Time, v netip.Addr) {
 	if pf, ok := g.probes[v]; ok {
 		g.write(v, pf.v6, pf.frame, pf.to, "a duplicate VIP probe")
 	}
+}
+
+// restore puts back VIPs whose instance keepalived reports MASTER but which
+// are not on the interface, counts them and returns the ones it added.
+// keepalived sent its announcements as it became MASTER, so clients may
+// already send to this node; they are announced again once on.
+func (g *Guard) restore(now time.Time, vips []netip.Addr) []netip.Addr {
+	var added []netip.Addr
+	for _, v := range vips {
+		st, _ := g.ownership.state(v)
+		p := netip.PrefixFrom(v, v.BitLen())
+		err := g.host.Add(g.iface, p)
+		if errors.Is(err, host.ErrAddrExists) {
+			continue // added since the listing: the relist sees it
+		}
+		if err != nil {
+			g.log.Error("putting back a VIP keepalived holds as MASTER", "vip", p, "interface", g.iface, "error", err)
+			g.ownership.failed(now, v)
+			continue
+		}
+		g.ownership.put(v)
+		added = append(added, v)
+		// The log line first: whoever sees the count can read the line.
+		g.log.Warn("put back a missing VIP: keepalived's instance for it is MASTER on this node, the VIP was not on the interface",
+			"vip", p, "instance", g.instance[v], "keepalived_state", string(st.state),
+			"master_for", now.Sub(st.since).Round(time.Millisecond), "after", g.timing.mend)
+		g.mu.Lock()
+		g.restored[v]++
+		g.mu.Unlock()
+	}
+	return added
 }
 
 // publish copies the loop's state for Snapshot.

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -297,6 +300,82 @@ func TestStrayVIPRemoved(t *testing.T) {
 	if h, err := s.c.Holder(vip); err != nil || h != master {
 		t.Errorf("holder of %s at the end: %v %v, want %s", vip, h, err, master.Name)
 	}
+}
+
+// TestMissingVIPRestored runs node1's keepalived without CAP_NET_ADMIN
+// (setpriv drops it from the bounding set): it elects and becomes MASTER,
+// but every address it adds fails, and it announces the VIPs all the same.
+// The guard, which keeps the capability, puts each VIP back one advert
+// interval later, counts and logs it, and clients reach the VIPs. When a
+// second node joins and its priorities take some VIPs over, node1's
+// keepalived cannot remove them (it did not add them): the guard does, at
+// once, and no VIP stays on two nodes.
+func TestMissingVIPRestored(t *testing.T) {
+	s := newScenario(t)
+	wrappers, err := os.MkdirTemp("/var/tmp", "ipfailover-e2e-nocap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(wrappers) })
+	script := "#!/bin/sh\nexec setpriv --bounding-set=-net_admin " + keepalivedPath(t) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(wrappers, "keepalived"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n1, n2 := s.c.Nodes[0], s.c.Nodes[1]
+	environ := env(vips4Env + "," + vips6Env)
+	crippled := append(slices.Clone(environ), "PATH="+wrappers+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	started := time.Now()
+	p1, out1 := s.start(n1, crippled)
+	m := s.waitOne(allVIPs, func(m lab.HolderMap) bool { return !p1.Exited() })
+	t.Logf("RESTORE: %s's keepalived cannot add addresses; every VIP on it %v after the start: %s", n1.Name, time.Since(started).Round(time.Millisecond), m)
+	if !strings.Contains(out1.String(), "Netlink: error: Operation not permitted") {
+		t.Errorf("%s's keepalived did not fail to add the VIPs; the scenario tests nothing:\n%s", n1.Name, out1.String())
+	}
+	hc := s.c.HTTPClient()
+	for _, v := range allVIPs {
+		url := fmt.Sprintf("http://%s/", netip.AddrPortFrom(v, monitorPort))
+		s.waitFor("HTTP through "+v.String(), func() (bool, error) {
+			body, err := s.c.Get(s.ctx, url)
+			return err == nil && strings.TrimSpace(body) == n1.Name, nil
+		})
+	}
+	s.waitScrape(t, hc, n1, func(m *scrape) error {
+		for _, v := range allVIPs {
+			if got := m.value("ipfailover_vip_restored_total", map[string]string{"vip": v.String()}); got != 1 {
+				return fmt.Errorf("ipfailover_vip_restored_total{vip=%q} %v, want 1", v, got)
+			}
+		}
+		return nil
+	})
+	if l := matchingLines(out1.String(), "put back a missing VIP", "keepalived_state=MASTER"); len(l) != len(allVIPs) {
+		t.Errorf("%s logged %d restores, want %d:\n%s", n1.Name, len(l), len(allVIPs), supervisorLog(out1))
+	}
+
+	// node2 joins with a working keepalived: it preempts the instances it
+	// has the higher priority for; node1's guard removes those VIPs.
+	p2, _ := s.start(n2, environ)
+	s.waitOne(allVIPs, func(m lab.HolderMap) bool { return !p2.Exited() && m.Holds(n2) })
+	time.Sleep(settle)
+	m = s.waitOne(allVIPs, nil)
+	t.Logf("after %s joined: %s", n2.Name, m)
+	for _, v := range allVIPs {
+		if m[v] != n2 {
+			continue
+		}
+		if l := matchingLines(out1.String(), "removed a stray VIP", "vip="+netip.PrefixFrom(v, v.BitLen()).String(), "put_back_here=true"); len(l) != 1 {
+			t.Errorf("%s: %d removals of %s, the VIP it put back and gave up, want 1", n1.Name, len(l), v)
+		}
+	}
+}
+
+// keepalivedPath is the keepalived binary on PATH.
+func keepalivedPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("keepalived")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // foreignKeepalived is another VRRP deployment: a plain keepalived on this
