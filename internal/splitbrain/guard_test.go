@@ -325,6 +325,9 @@ func TestGuardRestoresMissing(t *testing.T) {
 	}
 	gt.waitFor("count", func() bool { return gt.g.Snapshot().Restored[v100] == 1 })
 	gt.waitFor("its announcement", func() bool { return count(gt.arp.frames(), garp) == 2 })
+	if n := gt.g.Snapshot().Announced[v100]; n != 0 {
+		t.Errorf("the announcement of a VIP put back counted as the end of a contest (%d)", n)
+	}
 	if n := gt.g.Snapshot().Restored[v101]; n != 0 {
 		t.Errorf("restored the VIP that was on the interface %d times", n)
 	}

@@ -571,14 +571,14 @@ func (g *Guard) step(now time.Time) {
 		g.log.Info("VIP contest over: the other host no longer answers for it; announcing it from this node",
 			"vip", e.vip, "other_mac", macList(e.macs), "lasted", e.lasted.Round(time.Millisecond))
 	}
-	g.announce(announce)
+	g.announce(announce, true)
 	if strays, missing := g.ownership.due(now); len(strays)+len(missing) > 0 {
 		for _, v := range strays {
 			g.removeStray(now, v)
 		}
 		restored := g.restore(now, missing)
 		g.relist(now)
-		g.announce(restored)
+		g.announce(restored, false)
 	}
 }
 
@@ -697,8 +697,9 @@ func (g *Guard) probe(ps []probeTo) {
 // announce sends a gratuitous ARP or an unsolicited neighbour
 // advertisement for each of vips that is on the interface right now (the
 // notification of keepalived removing one may not have arrived yet), twice
-// (a lost frame is not a stranded client), and counts them.
-func (g *Guard) announce(vips []netip.Addr) {
+// (a lost frame is not a stranded client). It counts them when count is
+// set: ipfailover_vip_announcements_total counts the ends of contests.
+func (g *Guard) announce(vips []netip.Addr, count bool) {
 	if len(vips) == 0 {
 		return
 	}
@@ -725,7 +726,7 @@ func (g *Guard) announce(vips []netip.Addr) {
 		for range 2 {
 			sent = g.write(v, v.Is6(), frame, to, "an announcement of a VIP") || sent
 		}
-		if sent {
+		if sent && count {
 			g.mu.Lock()
 			g.announced[v]++
 			g.mu.Unlock()
