@@ -152,13 +152,7 @@ func (s *ownership) strayAt(vip netip.Addr) (time.Time, bool) {
 	if !held || !known || st.state == keepalived.StateNameMaster {
 		return time.Time{}, false
 	}
-	from := since
-	if st.since.After(from) {
-		from = st.since
-	}
-	if t, ok := s.tried[vip]; ok && t.After(from) {
-		from = t
-	}
+	from := s.latest(vip, since, st)
 	if s.mended[vip] && from.Equal(st.since) {
 		return from, true
 	}
@@ -173,6 +167,13 @@ func (s *ownership) missingAt(vip netip.Addr) (time.Time, bool) {
 	if !s.listed || !absent || !known || st.state != keepalived.StateNameMaster {
 		return time.Time{}, false
 	}
+	return s.latest(vip, since, st).Add(s.mend), true
+}
+
+// latest is the latest of since (when vip came or went), its instance's
+// last state change and its last failed removal or addition: the period
+// runs from there.
+func (s *ownership) latest(vip netip.Addr, since time.Time, st instanceState) time.Time {
 	from := since
 	if st.since.After(from) {
 		from = st.since
@@ -180,7 +181,7 @@ func (s *ownership) missingAt(vip netip.Addr) (time.Time, bool) {
 	if t, ok := s.tried[vip]; ok && t.After(from) {
 		from = t
 	}
-	return from.Add(s.mend), true
+	return from
 }
 
 // due returns the VIPs that are strays at now, to remove, and the ones

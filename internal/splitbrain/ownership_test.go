@@ -178,25 +178,27 @@ func TestOwnershipStrays(t *testing.T) {
 		}
 	})
 
-	t.Run("a VIP put back is a stray as soon as its instance leaves MASTER", func(t *testing.T) {
+	// putBackThenBackup: X_VIP_1 MASTER without v1 at 0, the guard puts
+	// it back, the listing at 1 s has it, the instance is BACKUP at 10 s.
+	putBackThenBackup := func() *ownership {
 		s := newOwnership(grace, mend, instance)
 		s.notify(at(0), note("X_VIP_1", keepalived.StateNameMaster))
 		s.setHeld(at(0), nil)
 		s.put(v1)
 		s.setHeld(at(time.Second), []netip.Addr{v1})
 		s.notify(at(10*time.Second), note("X_VIP_1", keepalived.StateNameBackup))
+		return s
+	}
+
+	t.Run("a VIP put back is a stray as soon as its instance leaves MASTER", func(t *testing.T) {
+		s := putBackThenBackup()
 		if got := strays(s, at(10*time.Second)); !slices.Equal(got, []netip.Addr{v1}) {
 			t.Errorf("strays = %v, want [%s] at once: keepalived leaves it there", got, v1)
 		}
 	})
 
 	t.Run("a VIP put back is keepalived's again once its instance becomes MASTER again", func(t *testing.T) {
-		s := newOwnership(grace, mend, instance)
-		s.notify(at(0), note("X_VIP_1", keepalived.StateNameMaster))
-		s.setHeld(at(0), nil)
-		s.put(v1)
-		s.setHeld(at(time.Second), []netip.Addr{v1})
-		s.notify(at(10*time.Second), note("X_VIP_1", keepalived.StateNameBackup))
+		s := putBackThenBackup()
 		s.notify(at(10*time.Second+time.Millisecond), note("X_VIP_1", keepalived.StateNameMaster))
 		s.notify(at(20*time.Second), note("X_VIP_1", keepalived.StateNameBackup))
 		if got := strays(s, at(20*time.Second+grace-time.Millisecond)); len(got) != 0 {
