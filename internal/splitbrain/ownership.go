@@ -28,8 +28,9 @@ import (
 // keepalived announces every instance. The periods therefore only have to
 // cover the moment between the address change and the line, and the loop's
 // own delays: the grace period is two advert intervals, at least a second;
-// the mend period one advert interval, at least half a second (a missing
-// VIP is an outage, a stray is not). Until keepalived has announced an
+// the mend period half a second whatever the interval (a missing VIP is an
+// outage, a stray is not, and the race it covers is keepalived's own, not
+// VRRP's timers). Until keepalived has announced an
 // instance (after a start or restart), its VIPs are left alone: nothing is
 // removed or added on a guess.
 //

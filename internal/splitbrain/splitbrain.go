@@ -128,7 +128,7 @@ func defaultTiming(advert time.Duration) timing {
 		grid:       time.Second,
 		confirm:    time.Second,
 		grace:      max(2*advert, time.Second),
-		mend:       max(advert, 500*time.Millisecond),
+		mend:       500 * time.Millisecond,
 		relist:     10 * time.Second,
 		contest:    200 * time.Millisecond,
 		contestGap: 10 * time.Millisecond,

@@ -305,8 +305,8 @@ func TestStrayVIPRemoved(t *testing.T) {
 // TestMissingVIPRestored runs node1's keepalived without CAP_NET_ADMIN
 // (setpriv drops it from the bounding set): it elects and becomes MASTER,
 // but every address it adds fails, and it announces the VIPs all the same.
-// The guard, which keeps the capability, puts each VIP back one advert
-// interval later, counts and logs it, and clients reach the VIPs. When a
+// The guard, which keeps the capability, puts each VIP back half a second
+// later, counts and logs it, and clients reach the VIPs. When a
 // second node joins and its priorities take some VIPs over, node1's
 // keepalived cannot remove them (it did not add them): the guard does, at
 // once, and no VIP stays on two nodes.
