@@ -38,10 +38,21 @@ const (
 	DefaultAdvertInterval    = time.Second
 	// FastAdvertInterval is the advert interval of a fleet whose peers come
 	// from the pods, OPENSHIFT_HA_ADVERT_INTERVAL unset, while every pod
-	// of the workload can speak it (Config.FleetAdverts): VRRPv3, a dead
-	// holder's VIPs taken after three of them. Chosen from measurements
-	// (docs/performance.md).
+	// of the workload can speak it (Config.FleetAdverts), up to 200 VRRP
+	// instances (FastAdvertRate): VRRPv3, a dead holder's VIPs taken after
+	// three of them. Chosen from measurements (docs/performance.md).
 	FastAdvertInterval = 200 * time.Millisecond
+	// FastAdvertRate is the most adverts a second a fleet at the fast
+	// interval sends, over all its VRRP instances: past
+	// FastAdvertRate × FastAdvertInterval instances (200) the fast
+	// interval grows with their number (Config.FastInterval). Each advert
+	// wakes keepalived on every node about once (the sender's timer, or
+	// the advert's arrival), so a node's CPU follows this rate, not the
+	// number of nodes; at 254 instances and 0.2 s keepalived alone took
+	// 4-5 % of a core per node. At the router ids' ceiling (254 or 255
+	// instances) the interval is 0.26 s, and a dead node's VIPs move
+	// after about 0.8 s (docs/concepts.md#advert-interval).
+	FastAdvertRate = 1000
 )
 
 // Raw holds the variables as the environment gives them. envconfig fills
@@ -207,13 +218,13 @@ type Config struct {
 	SMTPServer    string
 	// AdvertInterval is advert_int; fractions need VRRPv3. With
 	// FleetAdverts it is the slow interval, the fleet's fast one being
-	// FastAdvertInterval (Config.Adverts).
+	// FastInterval (Config.Adverts).
 	AdvertInterval time.Duration
 	// FleetAdverts is set with the peers from the pods,
 	// OPENSHIFT_HA_ADVERT_INTERVAL unset and the multicast bridge not
-	// forced on: the fleet speaks VRRPv3 at
-	// FastAdvertInterval while every pod can (Node.FastAdverts), VRRPv2 at
-	// 1 s otherwise.
+	// forced on: the fleet speaks VRRPv3 at its fast interval
+	// (FastInterval) while every pod can (Node.FastAdverts), VRRPv2 at 1 s
+	// otherwise.
 	FleetAdverts bool
 	// GARPRefresh is how often a master announces its VIPs again
 	// (keepalived's vrrp_garp_master_refresh), 0 for never; each time it
@@ -540,9 +551,20 @@ func preemption(p *problems, value string) Preemption {
 func (c *Config) Adverts(node Node) (interval time.Duration, v3 bool) {
 	interval = c.AdvertInterval
 	if c.FleetAdverts && node.FastAdverts {
-		interval = FastAdvertInterval
+		interval = c.FastInterval()
 	}
 	return interval, interval%time.Second != 0
+}
+
+// FastInterval is the fleet's fast advert interval for its VRRP
+// instances: FastAdvertInterval, or with more than 200 instances the
+// shortest whole number of hundredths of a second (VRRPv3's unit) at
+// which they send at most FastAdvertRate adverts a second: 0.26 s at 254.
+func (c *Config) FastInterval() time.Duration {
+	const unit = 10 * time.Millisecond
+	per := time.Duration(len(c.Groups)) * time.Second / FastAdvertRate
+	per = (per + unit - 1) / unit * unit
+	return max(FastAdvertInterval, per)
 }
 
 func advertInterval(p *problems, value string) time.Duration {

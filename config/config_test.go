@@ -481,3 +481,46 @@ func TestAdverts(t *testing.T) {
 		})
 	}
 }
+
+// TestFastInterval: past 200 VRRP instances the fast interval grows, in
+// hundredths of a second, so that the fleet sends at most FastAdvertRate
+// adverts a second; an explicit interval or a slow fleet is untouched.
+func TestFastInterval(t *testing.T) {
+	for _, tt := range []struct {
+		vips string
+		want time.Duration
+	}{
+		{"192.0.2.100", 200 * time.Millisecond},
+		{"192.0.2.1-200", 200 * time.Millisecond},
+		{"192.0.2.1-201", 210 * time.Millisecond},
+		{"192.0.2.1-210", 210 * time.Millisecond},
+		{"192.0.2.1-211", 220 * time.Millisecond},
+		{"192.0.2.1-254", 260 * time.Millisecond},
+		// IPv6 instances send adverts too.
+		{"192.0.2.1-150,2001:db8::1-50", 230 * time.Millisecond}, // 0x50 = 80
+	} {
+		t.Run(tt.vips, func(t *testing.T) {
+			c, err := Parse(Raw{PeersFrom: "pods", PodName: "p", VirtualIPs: tt.vips, Offset: "0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.FastInterval(); got != tt.want {
+				t.Errorf("FastInterval with %d instances = %v, want %v", len(c.Groups), got, tt.want)
+			}
+			interval, v3 := c.Adverts(Node{FastAdverts: true})
+			if interval != tt.want || !v3 {
+				t.Errorf("Adverts, every pod fast = %v, v3 %v; want %v, v3", interval, v3, tt.want)
+			}
+			if interval, _ := c.Adverts(Node{}); interval != time.Second {
+				t.Errorf("Adverts, a slow pod = %v, want 1s", interval)
+			}
+		})
+	}
+	c, err := Parse(Raw{PeersFrom: "pods", PodName: "p", VirtualIPs: "192.0.2.1-254", Offset: "0", AdvertInterval: "0.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if interval, _ := c.Adverts(Node{FastAdverts: true}); interval != 200*time.Millisecond {
+		t.Errorf("Adverts with OPENSHIFT_HA_ADVERT_INTERVAL=0.2 and 254 instances = %v, want 200ms", interval)
+	}
+}

@@ -301,6 +301,16 @@ func addrList(as []netip.Addr) string {
 	return strings.Join(s, ",")
 }
 
+// rateBound says why the fast interval is longer than
+// config.FastAdvertInterval, if it is: the fleet's instances would send
+// more than config.FastAdvertRate adverts a second.
+func rateBound(cfg *config.Config, interval time.Duration) string {
+	if interval <= config.FastAdvertInterval {
+		return ""
+	}
+	return fmt.Sprintf("; %d VRRP instances, at most %d adverts a second", len(cfg.Groups), config.FastAdvertRate)
+}
+
 // advertsLine says which adverts the fleet speaks by view, and why.
 func advertsLine(cfg *config.Config, view membership.View) string {
 	interval, v3 := cfg.Adverts(config.Node{FastAdverts: view.Fast()})
@@ -313,7 +323,7 @@ func advertsLine(cfg *config.Config, view membership.View) string {
 	case !cfg.FleetAdverts:
 		return line + "OPENSHIFT_HA_ADVERT_INTERVAL)"
 	case view.Fast():
-		return line + "fast: every pod of the workload speaks them)"
+		return line + "fast: every pod of the workload speaks them" + rateBound(cfg, interval) + ")"
 	}
 	var why []string
 	for _, s := range view.Slow {

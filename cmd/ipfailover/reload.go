@@ -212,7 +212,7 @@ func logAdverts(log *slog.Logger, p *plan.Plan, pods *podPeers) {
 	case !p.Config.FleetAdverts:
 		attrs = append(attrs, "why", "OPENSHIFT_HA_ADVERT_INTERVAL")
 	case p.Node.FastAdverts:
-		attrs = append(attrs, "why", "every pod of the workload speaks the fast adverts")
+		attrs = append(attrs, "why", "every pod of the workload speaks the fast adverts"+rateBound(p.Config, p.AdvertInterval()))
 	default:
 		for _, s := range pods.w.View().Slow {
 			attrs = append(attrs, "slow_pod", s.Pod+": "+s.Why)
