@@ -560,9 +560,13 @@ func (c *Config) Adverts(node Node) (interval time.Duration, v3 bool) {
 // instances: FastAdvertInterval, or with more than 200 instances the
 // shortest whole number of hundredths of a second (VRRPv3's unit) at
 // which they send at most FastAdvertRate adverts a second: 0.26 s at 254.
-func (c *Config) FastInterval() time.Duration {
+func (c *Config) FastInterval() time.Duration { return FastIntervalFor(len(c.Groups)) }
+
+// FastIntervalFor is the fast advert interval of a fleet of instances
+// VRRP instances (Config.FastInterval).
+func FastIntervalFor(instances int) time.Duration {
 	const unit = 10 * time.Millisecond
-	per := time.Duration(len(c.Groups)) * time.Second / FastAdvertRate
+	per := time.Duration(instances) * time.Second / FastAdvertRate
 	per = (per + unit - 1) / unit * unit
 	return max(FastAdvertInterval, per)
 }

@@ -195,7 +195,7 @@ func Settings() []Setting {
 		},
 		{
 			Name:    "OPENSHIFT_HA_ADVERT_INTERVAL",
-			Default: "unset: " + code(seconds(FastAdvertInterval)) + " (VRRPv3) while every pod of the workload speaks it, with `OPENSHIFT_HA_UNICAST_PEERS_FROM=pods` (longer past " + fmt.Sprint(int64(FastAdvertRate*FastAdvertInterval/time.Second)) + " VRRP instances, so that they send at most " + fmt.Sprint(FastAdvertRate) + " adverts a second: " + code(seconds((&Config{Groups: make([]Group, 254)}).FastInterval())) + " at 254); " + code(seconds(DefaultAdvertInterval)) + " (VRRPv2) otherwise",
+			Default: "unset: " + code(seconds(FastAdvertInterval)) + " (VRRPv3) while every pod of the workload speaks it, with `OPENSHIFT_HA_UNICAST_PEERS_FROM=pods` (longer past " + fmt.Sprint(int64(FastAdvertRate*FastAdvertInterval/time.Second)) + " VRRP instances, so that they send at most " + fmt.Sprint(FastAdvertRate) + " adverts a second: " + code(seconds(FastIntervalFor(254))) + " at 254); " + code(seconds(DefaultAdvertInterval)) + " (VRRPv2) otherwise",
 			Meaning: "VRRP advert interval in seconds; a dead node's VIPs move after 3 of them. Set, it holds for every mode; fractions (`0.1`) switch IPv4 to VRRPv3. Every node of the VRRP domain must use the same value, so leave it unset during a migration from the shipped image ([concepts](docs/concepts.md#advert-interval))",
 			New:     true,
 		},

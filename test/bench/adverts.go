@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/test/lab"
 )
 
@@ -31,12 +33,24 @@ type advertCase struct {
 	interval string
 }
 
-// advertCases: the shipped interval as the baseline, the planned fast
-// default and the fastest one measured.
+// advertCases: the shipped interval as the baseline, the fast interval a
+// fleet of that size runs (config.FastIntervalFor: 0.2 s for four
+// instances, 0.26 s for 254), 0.2 s at 254 to show what the bound on the
+// fleet's advert rate saves, and the fastest one measured.
 var advertCases = []advertCase{
-	{4, "1"}, {4, "0.2"}, {4, "0.1"},
-	{254, "1"}, {254, "0.2"}, {254, "0.1"},
+	{4, "1"}, {4, fastInterval(4)}, {4, "0.1"},
+	{254, "1"}, {254, fastInterval(254)}, {254, "0.2"}, {254, "0.1"},
 }
+
+// fastInterval is the fast advert interval of a fleet of instances, as
+// OPENSHIFT_HA_ADVERT_INTERVAL writes it.
+func fastInterval(instances int) string {
+	return strconv.FormatFloat(config.FastIntervalFor(instances).Seconds(), 'f', -1, 64)
+}
+
+// fleetFast says whether the case runs the fast interval a fleet of its
+// size would pick by itself.
+func (c advertCase) fleetFast() bool { return c.interval == fastInterval(c.instances) }
 
 func (c advertCase) suffix() string {
 	return fmt.Sprintf("%d instances at advert_int %s s, 3 nodes, unicast", c.instances, c.interval)
@@ -119,7 +133,8 @@ func (r *runner) restFleet(ctx context.Context, env []string, vips []netip.Addr)
 }
 
 // advertRows are, per case, the packets and the CPU per node; the CPU of
-// the 254-instance cases has the target on the worst node.
+// the 254-instance fleet at its own fast interval has the target
+// on the worst node.
 func (r *runner) advertRows() []Row {
 	var rows []Row
 	for _, c := range advertCases {
@@ -132,7 +147,7 @@ func (r *runner) advertRows() []Row {
 		}
 		rows = append(rows, packetRow(c.packetRow(), ss, r.o.CostFor))
 		cpu := restCPURow(c.cpuRow(), ss, r.o.CostFor)
-		if c.instances == 254 {
+		if c.instances == 254 && c.fleetFast() {
 			cpu.Check("worst", targetAdvertCPU)
 		}
 		rows = append(rows, cpu)
