@@ -96,12 +96,12 @@ export PERF_NOTE
 # after the whole run's.
 BENCH_EXTRA   ?=
 # PERF_PREVIOUS=docs/performance/results.md carries the page forward
-# instead (its bench part, notes and chaos runs), adding CHAOS_REPORTS and
-# PERF_NOTE: for a machine that has new chaos runs but not the bench
-# outputs the page was made from.
+# instead (its bench part, notes and chaos runs), adding BENCH_EXTRA,
+# CHAOS_REPORTS and PERF_NOTE: for a machine that has new runs but not the
+# bench outputs the page was made from.
 PERF_PREVIOUS ?=
 perf-docs:
-	$(GO) run ./test/cmd/perfdocs $(if $(PERF_PREVIOUS),-previous $(PERF_PREVIOUS),-bench $(BENCH_MD) $(foreach f,$(BENCH_EXTRA),-extra $(f))) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
+	$(GO) run ./test/cmd/perfdocs $(if $(PERF_PREVIOUS),-previous $(PERF_PREVIOUS),-bench $(BENCH_MD)) $(foreach f,$(BENCH_EXTRA),-extra $(f)) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)

@@ -32,19 +32,15 @@ func main() {
 	out := flag.String("o", "docs/performance/results.md", "the page to write")
 	note := flag.String("note", "", "a paragraph on where the figures come from, when the outputs are not this machine's last runs")
 	var extra []string
-	flag.Func("extra", "a table of a later partial run (make bench's -only), shown after the whole run's with its measured rows (repeatable)", func(v string) error {
+	flag.Func("extra", "a table of a later partial run (make bench's -only), shown after the whole run's (or, with -previous, after the page's bench part) with its measured rows (repeatable)", func(v string) error {
 		extra = append(extra, v)
 		return nil
 	})
-	previous := flag.String("previous", "", "carry this page forward instead of reading a bench table: its bench part, notes and chaos runs, with the reports given added")
+	previous := flag.String("previous", "", "carry this page forward instead of reading a bench table: its bench part, notes and chaos runs, with the -extra tables and the reports given added")
 	flag.Parse()
 	var err error
 	if *previous != "" {
-		if len(extra) > 0 {
-			err = errors.New("-extra and -previous: a bench table goes into a page written from -bench")
-		} else {
-			err = carry(*previous, flag.Args(), *out, *note)
-		}
+		err = carry(*previous, extra, flag.Args(), *out, *note)
 	} else {
 		err = run(*benchPath, extra, flag.Args(), *out, *note)
 	}
@@ -66,17 +62,9 @@ func run(benchPath string, extraPaths, reports []string, out, note string) error
 	if err != nil {
 		return fmt.Errorf("%s: %w", benchPath, err)
 	}
-	var extra []benchTable
-	for _, path := range extraPaths {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		e, err := parseBench(data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		extra = append(extra, e)
+	extra, err := readExtra(extraPaths)
+	if err != nil {
+		return err
 	}
 	runs, err := readReports(reports)
 	if err != nil {
@@ -85,8 +73,25 @@ func run(benchPath string, extraPaths, reports []string, out, note string) error
 	return write(out, render(newPage(b, extra, note), runs))
 }
 
+// readExtra reads the tables of later partial runs.
+func readExtra(paths []string) ([]benchTable, error) {
+	var extra []benchTable
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		e, err := parseBench(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		extra = append(extra, e)
+	}
+	return extra, nil
+}
+
 // carry writes out from the page at previous with the reports' runs added.
-func carry(previous string, reports []string, out, note string) error {
+func carry(previous string, extraPaths, reports []string, out, note string) error {
 	data, err := os.ReadFile(previous)
 	if err != nil {
 		return err
@@ -94,6 +99,13 @@ func carry(previous string, reports []string, out, note string) error {
 	pg, err := parsePage(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", previous, err)
+	}
+	extra, err := readExtra(extraPaths)
+	if err != nil {
+		return err
+	}
+	for _, e := range extra {
+		pg.bench += extraSection(e)
 	}
 	if note != "" {
 		pg.notes = append(pg.notes, note)
@@ -314,12 +326,17 @@ func newPage(b benchTable, extra []benchTable, note string) page {
 	var w strings.Builder
 	w.WriteString(b.table + "\n\n")
 	for _, e := range extra {
-		fmt.Fprintf(&w, "### At commit %s on %s\n\n", e.commit, e.date)
-		fmt.Fprintf(&w, "Rows of a later run of some phases (`make bench`'s `-only`), %d rounds, on %s:\n\n", e.rounds, e.machine)
-		w.WriteString(measuredRows(e.table) + "\n\n")
+		w.WriteString(extraSection(e))
 	}
 	pg.bench = w.String()
 	return pg
+}
+
+// extraSection shows the measured rows of a later partial run.
+func extraSection(e benchTable) string {
+	return fmt.Sprintf("### At commit %s on %s\n\n", e.commit, e.date) +
+		fmt.Sprintf("Rows of a later run of some phases (`make bench`'s `-only`), %d rounds, on %s:\n\n", e.rounds, e.machine) +
+		measuredRows(e.table) + "\n\n"
 }
 
 // The lines render writes around the parts parsePage reads back.

@@ -172,7 +172,7 @@ func TestCarry(t *testing.T) {
 		t.Fatal(err)
 	}
 	same := filepath.Join(dir, "same.md")
-	if err := carry(first, nil, same, ""); err != nil {
+	if err := carry(first, nil, nil, same, ""); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(same); string(got) != string(was) {
@@ -181,7 +181,12 @@ func TestCarry(t *testing.T) {
 	failed := strings.Replace(chaosReport, ": PASS", ": FAIL", 1)
 	failed = strings.Replace(failed, "2026-11-25 10:00", "2026-11-26 11:00", 1)
 	next := filepath.Join(dir, "next.md")
-	if err := carry(first, []string{report("seed-8", failed), report("seed-9", chaosReport)}, next, "The second note."); err != nil {
+	later := filepath.Join(dir, "later.md")
+	if err := os.WriteFile(later, []byte("| row | median | worst | VRRP limit | shipped image |\n|---|---|---|---|---|\n| cost | 3.1 % | 3.2 % |  |  |\n\n"+
+		"Measured by `make bench` at commit 0123456789ab on 2026-11-28: 1 rounds; 2 CPUs (AMD EPYC), Linux 6.18.44-fc-v769, Keepalived v2.2.7 (01/16,2022), go1.26.8.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := carry(first, []string{later}, []string{report("seed-8", failed), report("seed-9", chaosReport)}, next, "The second note."); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile(next)
@@ -190,7 +195,8 @@ func TestCarry(t *testing.T) {
 	}
 	wantAll(t, page,
 		"at commit bfa212061202 on 2026-11-23, 5 rounds",
-		"| crash move | 2.388 s | 3.016 s | 3.027 s | 2.1–2.3 s |\n\n## make chaos",
+		"| crash move | 2.388 s | 3.016 s | 3.027 s | 2.1–2.3 s |\n\n### At commit 0123456789ab on 2026-11-28\n\nRows of a later run of some phases (`make bench`'s `-only`), 1 rounds, on 2 CPUs",
+		"| cost | 3.1 % | 3.2 % |  |  |\n\n## make chaos",
 		"The first note.\n\nThe second note.\n\n## make bench",
 		"| `seed-7`: seed 7, 10m0s, lab | 494c099 | 2026-11-25 10:00 UTC | 81 | pass |",
 		"| `seed-9`: seed 7, 10m0s, lab | 494c099 | 2026-11-25 10:00 UTC | 81 | pass |",
@@ -202,7 +208,7 @@ func TestCarry(t *testing.T) {
 	if i, j := strings.Index(string(page), "`seed-9`"), strings.Index(string(page), "`seed-8`"); i > j {
 		t.Errorf("rows not in the order of their start:\n%s", page)
 	}
-	if err := carry(benchMD, nil, filepath.Join(dir, "x.md"), ""); err == nil {
+	if err := carry(benchMD, nil, nil, filepath.Join(dir, "x.md"), ""); err == nil {
 		t.Error("a bench table carried forward as a page: no error")
 	}
 }
