@@ -146,9 +146,13 @@ func (c *fakeConn) setOnWrite(f func([]byte)) {
 	c.onWrite = f
 }
 
-type fakeKeepalived struct{ pid atomic.Int64 }
+type fakeKeepalived struct {
+	pid      atomic.Int64
+	stopping atomic.Bool
+}
 
-func (k *fakeKeepalived) PID() int { return int(k.pid.Load()) }
+func (k *fakeKeepalived) PID() int       { return int(k.pid.Load()) }
+func (k *fakeKeepalived) Stopping() bool { return k.stopping.Load() }
 
 // guardTest is a guard on fakes, with short periods.
 type guardTest struct {
@@ -354,6 +358,34 @@ func TestGuardRestoresMissing(t *testing.T) {
 	}
 	if l := gt.logs.Lines("removed a stray VIP"); len(l) != 1 || !strings.Contains(l[0], "put_back_here=true") {
 		t.Errorf("log lines %q, want one saying the VIP was put back here", l)
+	}
+}
+
+// TestGuardKeepalivedStopping: a keepalived that ipfailover stops removes
+// its VIPs at once and writes STOP only as it exits. Meanwhile nothing is
+// put back, even on a MASTER line read late, and a VIP the guard put back,
+// which keepalived does not remove, is removed at once.
+func TestGuardKeepalivedStopping(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100-101"}, "192.0.2.11/24", "192.0.2.101/32")
+	v100, v101 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101")
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_1" MASTER 254`, `INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`)
+	gt.waitFor("the missing VIP put back", func() bool { return gt.g.Snapshot().Restored[v100] == 1 })
+
+	gt.k.stopping.Store(true)
+	if err := gt.host.Delete("eth0", netip.PrefixFrom(v101, 32)); err != nil { // keepalived's own removal
+		t.Fatal(err)
+	}
+	gt.say(`INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254`) // written before the SIGTERM
+	gt.waitFor("the put-back VIP removed", func() bool { return !gt.host.has(v100) })
+	if l := gt.logs.Lines("removed a stray VIP"); len(l) != 1 || !strings.Contains(l[0], "put_back_here=true") {
+		t.Errorf("log lines %q, want one saying the VIP was put back here", l)
+	}
+	time.Sleep(4 * testTiming.mend)
+	if gt.host.has(v100) || gt.host.has(v101) {
+		t.Errorf("a VIP is back on the interface while keepalived stops: 192.0.2.100 %v, 192.0.2.101 %v", gt.host.has(v100), gt.host.has(v101))
+	}
+	if n := gt.g.Snapshot().Restored; n[v100] != 1 || n[v101] != 0 {
+		t.Errorf("restored %v, want 192.0.2.100 once (before the stop) and 192.0.2.101 never", n)
 	}
 }
 

@@ -51,6 +51,10 @@ type ownership struct {
 	// mended are the VIPs the guard put back, until they are gone or
 	// their instance becomes MASTER again (keepalived then owns them).
 	mended map[netip.Addr]bool
+	// stopping is set while keepalived is being stopped, until forget:
+	// every instance it announced counts as stopped, whatever it wrote
+	// last or writes now.
+	stopping bool
 	// tried holds, per VIP, when its removal or addition last failed: it
 	// is tried again one period later.
 	tried map[netip.Addr]time.Time
@@ -111,6 +115,9 @@ func (s *ownership) setHeld(now time.Time, held []netip.Addr) {
 // lower priority, which happens in every split brain), and the instance
 // stays in the state it was.
 func (s *ownership) notify(now time.Time, n keepalived.Notification) {
+	if s.stopping {
+		return
+	}
 	switch n.State {
 	case keepalived.StateNameMaster, keepalived.StateNameBackup, keepalived.StateNameFault, keepalived.StateNameStop:
 	default:
@@ -136,6 +143,27 @@ func (s *ownership) notify(now time.Time, n keepalived.Notification) {
 // and what the old one said no longer holds.
 func (s *ownership) forget() {
 	clear(s.states)
+	s.stopping = false
+	s.nextKnown = false
+}
+
+// stopAll records that keepalived is being stopped: every instance it
+// announced leaves MASTER now. A stopping keepalived removes the VIPs it
+// added at once but writes its STOP lines only as it exits, after its
+// priority-0 adverts (a second or more at 1 s adverts): until then the
+// VIPs it removed must not count as missing, and a VIP the guard put
+// back, which keepalived does not remove, is a stray at once. Lines it
+// still writes change nothing until forget.
+func (s *ownership) stopAll(now time.Time) {
+	if s.stopping {
+		return
+	}
+	s.stopping = true
+	for name, st := range s.states {
+		if st.state != keepalived.StateNameStop {
+			s.states[name] = instanceState{state: keepalived.StateNameStop, since: now}
+		}
+	}
 	s.nextKnown = false
 }
 

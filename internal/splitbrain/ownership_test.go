@@ -209,6 +209,39 @@ func TestOwnershipStrays(t *testing.T) {
 		}
 	})
 
+	t.Run("a stopping keepalived's removed VIPs are not missing, even on its late MASTER line", func(t *testing.T) {
+		s := newOwnership(grace, mend, instance)
+		s.notify(at(0), note("X_VIP_1", keepalived.StateNameMaster))
+		s.setHeld(at(0), []netip.Addr{v1})
+		s.stopAll(at(10 * time.Second))
+		s.setHeld(at(10*time.Second+time.Millisecond), nil) // keepalived removes it at once
+		// A line written before the SIGTERM, read after it.
+		s.notify(at(10*time.Second+2*time.Millisecond), note("X_VIP_1", keepalived.StateNameMaster))
+		if _, got := s.due(at(time.Hour)); len(got) != 0 {
+			t.Errorf("missing = %v while keepalived stops: it removed them itself", got)
+		}
+		if _, ok := s.next(); ok {
+			t.Error("next reports a change to come")
+		}
+		s.forget() // the new keepalived
+		s.notify(at(time.Hour), note("X_VIP_1", keepalived.StateNameMaster))
+		if _, got := s.due(at(time.Hour + mend)); !slices.Equal(got, []netip.Addr{v1}) {
+			t.Errorf("missing = %v after a new keepalived's MASTER, want [%s]", got, v1)
+		}
+	})
+
+	t.Run("a VIP put back is a stray as soon as keepalived is being stopped", func(t *testing.T) {
+		s := newOwnership(grace, mend, instance)
+		s.notify(at(0), note("X_VIP_1", keepalived.StateNameMaster))
+		s.setHeld(at(0), nil)
+		s.put(v1)
+		s.setHeld(at(time.Second), []netip.Addr{v1})
+		s.stopAll(at(10 * time.Second))
+		if got := strays(s, at(10*time.Second)); !slices.Equal(got, []netip.Addr{v1}) {
+			t.Errorf("strays = %v, want [%s] at once: the stopping keepalived leaves it there", got, v1)
+		}
+	})
+
 	t.Run("a failed addition is tried again a mend period later", func(t *testing.T) {
 		s := newOwnership(grace, mend, instance)
 		s.notify(at(0), note("X_VIP_1", keepalived.StateNameMaster))

@@ -75,6 +75,10 @@ type Host interface {
 type Keepalived interface {
 	// PID is keepalived's process id, 0 while none runs.
 	PID() int
+	// Stopping says whether ipfailover is stopping keepalived, or has
+	// stopped it: keepalived then removes its VIPs at once, and writes
+	// its STOP lines only as it exits.
+	Stopping() bool
 }
 
 // Options configure a Guard.
@@ -527,14 +531,20 @@ func (g *Guard) next() (time.Time, bool) {
 // wrote before it restarted no longer hold: a new keepalived announces
 // every instance again.
 func (g *Guard) note(now time.Time, n keepalived.Notification) {
-	g.checkRestart()
+	g.checkRestart(now)
 	g.ownership.notify(now, n)
 }
 
-func (g *Guard) checkRestart() {
+// checkRestart drops keepalived's word when another keepalived runs (or
+// none), and marks every instance stopped when ipfailover stops
+// keepalived: the VIPs it removes then are not missing.
+func (g *Guard) checkRestart(now time.Time) {
 	if pid := g.keepalived.PID(); pid != g.pid {
 		g.ownership.forget()
 		g.pid = pid
+	}
+	if g.keepalived.Stopping() {
+		g.ownership.stopAll(now)
 	}
 }
 
@@ -550,7 +560,7 @@ func (g *Guard) step(now time.Time) {
 			drained = true
 		}
 	}
-	g.checkRestart()
+	g.checkRestart(now)
 	if !g.relistAt.IsZero() && !g.relistAt.After(now) {
 		g.relist(now)
 	}

@@ -121,10 +121,12 @@ type Supervisor struct {
 	opts   Options
 	logger *slog.Logger
 
-	mu       sync.Mutex
-	ran      bool
-	proc     *os.Process
-	started  chan struct{} // closed while proc runs
+	mu      sync.Mutex
+	ran     bool
+	proc    *os.Process
+	started chan struct{} // closed while proc runs
+	// stopping is set as Run stops keepalived, before its SIGTERM.
+	stopping bool
 	restarts int
 	deaths   int
 	lastExit ExitStatus
@@ -170,6 +172,16 @@ func (s *Supervisor) PID() int {
 		return 0
 	}
 	return s.proc.Pid
+}
+
+// Stopping reports whether Run is stopping keepalived, or has stopped it:
+// true from just before its SIGTERM on (a Supervisor runs once). A
+// stopping keepalived removes the VIPs it added at once, and says so on
+// its notify FIFO only as it exits, a second or more later.
+func (s *Supervisor) Stopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
 }
 
 // Running reports whether keepalived is running.
@@ -408,6 +420,7 @@ func (s *Supervisor) killWait() time.Duration {
 func (s *Supervisor) stop(exited <-chan unix.WaitStatus) error {
 	s.mu.Lock()
 	kp := s.proc
+	s.stopping = true
 	s.mu.Unlock()
 	begin := time.Now()
 	s.logger.Info("stopping keepalived", "pid", kp.Pid, "timeout", s.opts.StopTimeout.String())

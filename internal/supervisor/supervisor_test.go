@@ -218,8 +218,14 @@ func TestStartArgvAndStop(t *testing.T) {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 
+	if r.s.Stopping() {
+		t.Error("Stopping() = true while keepalived runs")
+	}
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run after stop = %v, want nil", err)
+	}
+	if !r.s.Stopping() {
+		t.Error("Stopping() = false after the stop")
 	}
 	for _, ev := range []string{fmt.Sprintf("signal %d TERMINATED", pid), fmt.Sprintf("exit %d 0", pid)} {
 		if !f.has(ev) {

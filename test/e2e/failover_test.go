@@ -92,8 +92,15 @@ func TestSIGTERMHandover(t *testing.T) {
 	}
 	// keepalived was stopped, not killed with the PID namespace: it
 	// logged its own orderly stop before ipfailover exited.
-	if out := f.Outputs[slices.Index(f.Procs, p)].String(); !strings.Contains(out, "Stopped Keepalived") {
+	out := f.Outputs[slices.Index(f.Procs, p)].String()
+	if !strings.Contains(out, "Stopped Keepalived") {
 		t.Errorf("keepalived on %s did not stop gracefully before ipfailover exited", victim.Name)
+	}
+	// The stopping keepalived removed its VIPs at once and wrote its STOP
+	// lines only as it exited: the guard must not have taken the VIPs for
+	// missing meanwhile and put them back on a node that is leaving.
+	if strings.Contains(out, "put back a missing VIP") {
+		t.Errorf("%s put a VIP back while its keepalived stopped:\n%s", victim.Name, out)
 	}
 	m := s.waitOne(allVIPs, func(m lab.HolderMap) bool { return !m.Holds(victim) })
 	t.Logf("after the handover: %s", m)
