@@ -150,7 +150,7 @@ func (s *ownership) forget() {
 // stopAll records that keepalived is being stopped: every instance it
 // announced leaves MASTER now. A stopping keepalived removes the VIPs it
 // added at once but writes its STOP lines only as it exits, after its
-// priority-0 adverts (a second or more at 1 s adverts): until then the
+// priority-0 adverts (about a second later in a lab run): until then the
 // VIPs it removed must not count as missing, and a VIP the guard put
 // back, which keepalived does not remove, is a stray at once. Lines it
 // still writes change nothing until forget.

@@ -177,7 +177,7 @@ func (s *Supervisor) PID() int {
 // Stopping reports whether Run is stopping keepalived, or has stopped it:
 // true from just before its SIGTERM on (a Supervisor runs once). A
 // stopping keepalived removes the VIPs it added at once, and says so on
-// its notify FIFO only as it exits, a second or more later.
+// its notify FIFO only as it exits (about a second later in a lab run).
 func (s *Supervisor) Stopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
