@@ -71,6 +71,9 @@ type Data struct {
 	// Controls are the client's probes of each node's own address, by
 	// node index (see Hiccups).
 	Controls [][]Probe
+	// Unannounced are the VIPs the client followed to a node that listed
+	// them before its kernel announced them (see unannouncedSpans).
+	Unannounced Unannounced
 }
 
 // Window is the span in which an outage or a duplicate counts as the
@@ -267,9 +270,10 @@ func Analyse(d *Data) Analysis {
 		judged, stalled := d.outsideStalls(ps)
 		res.Stalled = stalled
 		silent := subtract(d.silentSpans(vip, controlFails, nodeDowns), excused)
+		unannounced := subtract(d.unannouncedSpans(vip), merge(append(slices.Clone(excused), silent...)))
 		// accounted is the time already left out of the limits: a slow
 		// answer counts only outside it.
-		accounted := merge(append(slices.Clone(excused), silent...))
+		accounted := merge(append(append(slices.Clone(excused), silent...), unannounced...))
 		for _, o := range Outages(judged) {
 			o2, ok := o.clip(d.Start, d.End)
 			if !ok {
@@ -279,6 +283,7 @@ func Analyse(d *Data) Analysis {
 			o.Stalled = total(d.Stalls, o.Start, o.End)
 			o.Hiccup = total(a.Hiccups, o.Start, o.End)
 			o.Silent = total(silent, o.Start, o.End)
+			o.Unannounced = total(unannounced, o.Start, o.End)
 			var slow []Interval
 			if tail, ok := d.slowTail(o); ok {
 				slow = subtract([]Interval{tail}, accounted)
@@ -309,10 +314,11 @@ func Analyse(d *Data) Analysis {
 			kr.Outages[vi] = append(kr.Outages[vi], o.Len())
 			got, limit := d.measure(o.Interval, wins)
 			// The client's stalls, the machine's hiccups, the holders'
-			// silence and the answering node's slowness in the held part
-			// are not the VIP's.
+			// silence, a kernel's late announcement and the answering
+			// node's slowness in the held part are not the VIP's.
 			from := o.End.Add(-got)
-			got -= total(d.Stalls, from, o.End) + total(a.Hiccups, from, o.End) + total(silent, from, o.End) + total(slow, from, o.End)
+			got -= total(d.Stalls, from, o.End) + total(a.Hiccups, from, o.End) + total(silent, from, o.End) +
+				total(unannounced, from, o.End) + total(slow, from, o.End)
 			res.Held = append(res.Held, Measure{got, limit})
 			if got > limit {
 				a.Violations = append(a.Violations, Violation{Record: c.Record, VIP: vip, What: "outage", Got: got, Limit: limit, At: o.Start})

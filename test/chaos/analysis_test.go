@@ -571,3 +571,45 @@ func TestSlowAnswer(t *testing.T) {
 		t.Errorf("with node2 answering at once: %s slow, want none", os[0].Slow)
 	}
 }
+
+func TestKernelLate(t *testing.T) {
+	d := twoFaults()
+	// node2's keepalived took A at 3.4 s and announced it; the client
+	// followed at once, but node2's kernel announced A (and routed it)
+	// only at 4 s: A answered again at 4.2 s, past #1's bound.
+	d.Entries[vipA] = []EntryChange{{At: at(-500), Node: "node1"}, {At: at(3400), Node: "node2"}}
+	// (Its outage at 9.5 s is unexplained whatever the kernel did.)
+	ofFirst := func(a Analysis) (n int) {
+		for _, v := range a.Violations {
+			if v.Record == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := ofFirst(Analyse(d)); n != 1 {
+		t.Fatalf("without the address list: %d violations of #1, want its outage", n)
+	}
+	d.Unannounced = Unannounced{vipA: {{Node: "node2", At: at(3400), Dumped: at(3401)}}}
+	a := Analyse(d)
+	if n := ofFirst(a); n != 0 {
+		t.Errorf("with node2 listing A from 3.4 s: violations %+v, want none of #1", a.Violations)
+	}
+	os := a.VIPs[0].Outages
+	if os[0].Unannounced != 600*time.Millisecond || os[0].Counted() != 2600*time.Millisecond {
+		t.Errorf("A's first outage %+v, want 600 ms of it the kernel late, 2.6 s counted", os[0])
+	}
+	if got := a.VIPs[0].Down; got != 3200*time.Millisecond+100*time.Millisecond {
+		t.Errorf("A down %s, want every failed probe's time: availability keeps it", got)
+	}
+	// The client's entry moving on ends the span, as does the run's end.
+	d.Entries[vipA] = append(d.Entries[vipA], EntryChange{At: at(3700), Node: "node3"})
+	if got := d.unannouncedSpans(vipA); len(got) != 1 || got[0] != (Interval{at(3400), at(3700)}) {
+		t.Errorf("with the entry naming node3 at 3.7 s: spans %v, want 3.4-3.7 s", got)
+	}
+	d.Entries[vipA] = d.Entries[vipA][:2]
+	d.Holdings[vipA] = d.Holdings[vipA][:1]
+	if got := d.unannouncedSpans(vipA); len(got) != 1 || got[0] != (Interval{at(3400), d.End}) {
+		t.Errorf("node2 never announcing A: spans %v, want 3.4 s to the end", got)
+	}
+}

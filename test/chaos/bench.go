@@ -51,14 +51,18 @@ func (r *Result) BenchRows() []bench.Row {
 	if n := len(r.Data.Stalls); n > 0 {
 		verdict += fmt.Sprintf("; the client stalled %d times, %s in all, not counted as outages", n, fmtDur(total(r.Data.Stalls, r.Data.Start, r.Data.End)))
 	}
-	var silent time.Duration
+	var silent, late time.Duration
 	for _, v := range r.Analysis.VIPs {
 		for _, o := range v.Outages {
 			silent += o.Silent
+			late += o.Unannounced
 		}
 	}
 	if silent > 0 {
 		verdict += fmt.Sprintf("; holders silent at their own addresses too for %s of the outages, not held to the limits", fmtDur(silent))
+	}
+	if late > 0 {
+		verdict += fmt.Sprintf("; a kernel late to announce a VIP the client was sent to for %s of the outages, not held to the limits", fmtDur(late))
 	}
 	if n := len(r.Analysis.Hiccups); n > 0 {
 		verdict += fmt.Sprintf("; the machine hiccuped %d times (no node's own address answered), %s in all, not held to the limits", n, fmtDur(total(r.Analysis.Hiccups, r.Data.Start, r.Data.End)))

@@ -143,6 +143,38 @@ func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval
 	return merge(out)
 }
 
+// unannouncedSpans are the spans in which the client sent vip's packets
+// to a node that listed vip on its running link while its kernel had not
+// announced it (see Unannounced): from the client's entry naming the node
+// until the node held vip (its announcement), the entry named another, or
+// the run's end. VRRP had moved the VIP and the client had followed; the
+// node's kernel had not yet made the address reachable, which no failover
+// could have hurried.
+func (d *Data) unannouncedSpans(vip netip.Addr) []Interval {
+	var out []Interval
+	for _, l := range d.Unannounced[vip] {
+		end := d.End
+		for _, c := range d.Holdings[vip] {
+			if c.At.After(l.At) && slices.Contains(c.Holders, l.Node) {
+				end = c.At
+				break
+			}
+		}
+		for _, e := range d.Entries[vip] {
+			if e.At.After(l.At) && e.Node != l.Node {
+				if e.At.Before(end) {
+					end = e.At
+				}
+				break
+			}
+		}
+		if end.After(l.At) {
+			out = append(out, Interval{l.At, end})
+		}
+	}
+	return merge(out)
+}
+
 // pieces cuts time at the given moments and at both ends of every
 // interval of the sets, and returns the pieces between consecutive cuts:
 // nothing the sets say changes within one, so its middle stands for it.

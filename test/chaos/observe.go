@@ -37,7 +37,40 @@ type Observer struct {
 	// entries is the client's neighbour entry of each VIP: which node's
 	// MAC it sends to.
 	entries Entries
-	errs    []error
+	// unannounced are the VIPs the client followed to a node whose kernel
+	// listed them but had not announced them (see Unannounced).
+	unannounced Unannounced
+	// listings asks lister to read a node's address list.
+	listings chan listing
+	errs     []error
+}
+
+// Unannounced are the moments the client's neighbour entry of a VIP named
+// a node that listed the VIP on its running link (an address dump) while
+// its kernel had not announced it (no RTM_NEWADDR yet). For an IPv6
+// address added without DAD, as keepalived adds its VIPs, Linux defers
+// the announcement and the address's local route, without which the node
+// does not take the packets, to a work item of its own; the address dump
+// lists the address from its addition on. So from such a moment until the
+// announcement the VIP was where VRRP and the client agreed, and the
+// node's kernel had not yet made it reachable: a kernel late at its own
+// work (on the lab's one kernel, a busy node delays every node's), not a
+// failover (see Data.unannouncedSpans).
+type Unannounced map[netip.Addr][]Listed
+
+// Listed is a VIP the client followed to Node at At, found in Node's
+// address list (at Dumped) before its kernel announced it.
+type Listed struct {
+	Node       string
+	At, Dumped time.Time
+}
+
+// listing asks for node's address list when the client's entry of vip
+// named it at at, before the node announced vip.
+type listing struct {
+	node *observedNode
+	vip  netip.Addr
+	at   time.Time
 }
 
 // EntryChange is a change of the client's neighbour entry (ARP or NDP) of
@@ -57,12 +90,16 @@ type observedNode struct {
 	mac     string
 	running bool
 	addrs   map[netip.Addr]bool
+	// handle reads the node's address list (Observer.lister alone).
+	handle *netlink.Handle
 }
 
 // Observe starts following vips on nodes, and the client's neighbour
 // entries of them in the client's namespace.
 func Observe(nodes []Observed, clientNetns string, vips []netip.Addr) (*Observer, error) {
-	o := &Observer{vips: vips, done: make(chan struct{}), changes: Holdings{}, entries: Entries{}}
+	o := &Observer{vips: vips, done: make(chan struct{}), changes: Holdings{}, entries: Entries{},
+		unannounced: Unannounced{}, listings: make(chan listing, 64)}
+	o.wg.Go(o.lister)
 	for _, n := range nodes {
 		if err := o.follow(n); err != nil {
 			o.Stop()
@@ -104,19 +141,24 @@ func (o *Observer) followClient(name string) error {
 			at := time.Now()
 			o.mu.Lock()
 			node := ""
+			var to *observedNode
 			if mac != "" {
 				node = "?"
 				for _, n := range o.nodes {
 					if n.mac == mac {
-						node = n.Name
+						node, to = n.Name, n
 					}
 				}
 			}
 			cs := o.entries[a]
-			if n := len(cs); n == 0 || cs[n-1].Node != node {
+			changed := len(cs) == 0 || cs[len(cs)-1].Node != node
+			if changed {
 				o.entries[a] = append(cs, EntryChange{At: at, Node: node})
 			}
 			o.mu.Unlock()
+			if changed && to != nil {
+				o.list(listing{node: to, vip: a, at: at})
+			}
 		}
 		o.onErr("client")(fmt.Errorf("stopped following the neighbour entries"))
 	})
@@ -150,11 +192,11 @@ func (o *Observer) follow(n Observed) error {
 		return fmt.Errorf("netlink in %s: %w", n.Netns, err)
 	}
 	link, err := h.LinkByName(n.Link)
-	h.Close()
 	if err != nil {
+		h.Close()
 		return fmt.Errorf("%s: %w", n.Name, err)
 	}
-	on := &observedNode{Observed: n, index: link.Attrs().Index, addrs: map[netip.Addr]bool{}}
+	on := &observedNode{Observed: n, index: link.Attrs().Index, addrs: map[netip.Addr]bool{}, handle: h}
 	o.mu.Lock()
 	o.nodes = append(o.nodes, on)
 	o.mu.Unlock()
@@ -218,6 +260,55 @@ func (o *Observer) follow(n Observed) error {
 	return nil
 }
 
+// list asks the lister for l's address list, unless l.vip is IPv4 (Linux
+// announces an IPv4 address as it adds it), the node announced l.vip
+// already, or the lister is behind (the moment is then not judged).
+func (o *Observer) list(l listing) {
+	if !l.vip.Is6() {
+		return
+	}
+	o.mu.Lock()
+	held := l.node.running && l.node.addrs[l.vip]
+	o.mu.Unlock()
+	if held {
+		return
+	}
+	select {
+	case o.listings <- l:
+	default:
+		o.onErr("the address lists")(fmt.Errorf("%s: %s's address list not read: the lister is behind", l.vip, l.node.Name))
+	}
+}
+
+// lister reads the address lists the client's entries ask for (list) and
+// notes a VIP listed on a running link before its kernel announced it.
+func (o *Observer) lister() {
+	for {
+		var l listing
+		select {
+		case <-o.done:
+			return
+		case l = <-o.listings:
+		}
+		addrs, err := l.node.handle.AddrList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: l.node.index}}, netlink.FAMILY_ALL)
+		dumped := time.Now()
+		if err != nil {
+			o.onErr(l.node.Name)(fmt.Errorf("listing the addresses: %w", err))
+			continue
+		}
+		listed := slices.ContainsFunc(addrs, func(a netlink.Addr) bool {
+			ip, ok := netip.AddrFromSlice(a.IP)
+			return ok && ip.Unmap() == l.vip
+		})
+		o.mu.Lock()
+		es := o.entries[l.vip]
+		if listed && l.node.running && !l.node.addrs[l.vip] && len(es) > 0 && es[len(es)-1].Node == l.node.Name {
+			o.unannounced[l.vip] = append(o.unannounced[l.vip], Listed{Node: l.node.Name, At: l.at, Dumped: dumped})
+		}
+		o.mu.Unlock()
+	}
+}
+
 // update applies change and notes every VIP whose holders it changed.
 func (o *Observer) update(at time.Time, change func()) {
 	o.mu.Lock()
@@ -251,9 +342,17 @@ func (o *Observer) Holders(v netip.Addr) []string {
 	return o.holdersLocked(v)
 }
 
-// Stop ends following and returns every VIP's holder changes, the
-// client's entries, and the errors the subscriptions met.
-func (o *Observer) Stop() (Holdings, Entries, []error) {
+// Observation is what an Observer saw.
+type Observation struct {
+	Holdings    Holdings
+	Entries     Entries
+	Unannounced Unannounced
+	// Errs are the errors the subscriptions and the lister met.
+	Errs []error
+}
+
+// Stop ends following and returns what was seen.
+func (o *Observer) Stop() Observation {
 	select {
 	case <-o.done:
 	default:
@@ -262,5 +361,8 @@ func (o *Observer) Stop() (Holdings, Entries, []error) {
 	o.wg.Wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.changes, o.entries, o.errs
+	for _, n := range o.nodes {
+		n.handle.Close()
+	}
+	return Observation{Holdings: o.changes, Entries: o.entries, Unannounced: o.unannounced, Errs: o.errs}
 }

@@ -227,6 +227,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("- **Client stalled**: a gap of more than %s between two rounds of the client's probes (the machine did not run the harness). A probe that timed out in flight during a stall is left out (the client could not read its answer), and the stalled time within an outage counts neither in the down time nor against a limit. The checked service each node serves is a program of the node's own, so a stall of the harness cannot stop it from answering.", fmtDur(StallAfter*ProbeInterval))
 	p("- **Machine hiccup**: a span in which the client's probes of every node's own address (the same service on the same port, an address that never moves) failed too, for every node that no fault had taken down (from its injection less a probe's deadline to its recovery), at least two of them, outside any segment fault's window. The VIPs' outages within it are the machine's, not the failover's: their time there does not count against a limit (availability, what the client saw, keeps it).")
 	p("- **Silent holder**: a span in which the VIP had a holder, the client's neighbour entry sent to it, no fault had taken it down, and it did not answer the client's probes of its own address either. The VIP was where VRRP and the client agreed it was and the node did not answer (starved of CPU, its kernel busy): no failover mends that. The time does not count against a limit (availability keeps it); the outage names the holder. A fault that keeps its node's VIPs (cpu-starve) is still held to no handover.")
+	p("- **Kernel late**: a span in which the client's neighbour entry sent to a node that listed the VIP on its running link (an address dump, read when the entry changed) while its kernel had not announced it (no RTM_NEWADDR yet). keepalived adds IPv6 VIPs without duplicate address detection; Linux then leaves the announcement and the address's local route, without which the node does not take the packets, to a work item of its own, which a busy machine runs late (on the lab's one kernel, a node starved of CPU delays every node's). VRRP had moved the VIP and the client had followed; no failover hurries the kernel. The time does not count against a limit (availability keeps it). It ends when the node announces the VIP or the client's entry names another node.")
 	p("- **Slow answer**: an outage ends with the answer to its first answered probe, less the answer time before the outage; a node slow to answer anything (starved, a backlog of connections after a silence) stretches that end. When the answering node's own address, probed in the same round, answered that slowly too, the outage's end past the VIP's answer less the node's own answer time is the node's slowness and does not count against a limit (availability keeps it).")
 	p("- **Held**: the VIP is on a node's link and the link is up with its carrier; **on two nodes** when two hold it (a frozen node or a dead node's kernel still answers for its addresses); **no holder while a node could hold it**: no node holds it and at least one node is not down by a fault (killed, frozen, cut, its service or ipfailover stopped, until it is ready again).")
 	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
@@ -269,6 +270,9 @@ func outagesOf(vr VIPResult, ri int) string {
 		}
 		if o.Silent > 0 {
 			w += " (" + fmtDur(o.Silent) + " of it not held to the limit)"
+		}
+		if o.Unannounced > 0 {
+			w += ", " + fmtDur(o.Unannounced) + " of it the kernel late to announce the VIP the client was sent to (not held to the limit)"
 		}
 		if o.Hiccup > 0 {
 			w += ", the machine hiccuped " + fmtDur(o.Hiccup) + " of it (not held to the limit)"
@@ -323,15 +327,19 @@ func hiccupText(d *Data, a *Analysis) string {
 	if len(d.Controls) == 0 {
 		return "The nodes' own addresses were not probed: no machine hiccups or silent holders are told apart."
 	}
-	var inHiccups, silent, slow time.Duration
-	n, nSlow := 0, 0
+	var inHiccups, silent, late, slow time.Duration
+	n, nLate, nSlow := 0, 0, 0
 	for _, r := range a.VIPs {
 		for _, o := range r.Outages {
 			inHiccups += o.Hiccup
 			silent += o.Silent
+			late += o.Unannounced
 			slow += o.Slow
 			if o.Silent > 0 {
 				n++
+			}
+			if o.Unannounced > 0 {
+				nLate++
 			}
 			if o.Slow > 0 {
 				nSlow++
@@ -344,7 +352,7 @@ func hiccupText(d *Data, a *Analysis) string {
 		text = fmt.Sprintf("The machine hiccuped %d times (the client probed every node's own address as well, every %s: no node a fault had not taken down answered there either; the longest %s at %s, %s in all): the outages' %s within hiccups is not held against the limits (see Machine hiccups).",
 			len(a.Hiccups), ProbeInterval, fmtDur(longest.Len()), fmtOffset(longest.Start.Sub(d.Start)), fmtDur(total(a.Hiccups, d.Start, d.End)), fmtDur(inHiccups))
 	}
-	return text + fmt.Sprintf(" In %d outages the VIP's holder, which no fault had taken down and to which the client was sending, did not answer at its own address either: their %s then is not held against the limits (see Silent holder). %d outages ended in an answer no slower than the node's own answer at its address in the same round: their last %s, that node's slowness, is not held against the limits either (see Slow answer). Availability leaves out none of these: it is what the client saw.", n, fmtDur(silent), nSlow, fmtDur(slow))
+	return text + fmt.Sprintf(" In %d outages the VIP's holder, which no fault had taken down and to which the client was sending, did not answer at its own address either: their %s then is not held against the limits (see Silent holder). In %d outages the client was sent to a node whose kernel listed the VIP but had not yet announced it: their %s then is not held against the limits (see Kernel late). %d outages ended in an answer no slower than the node's own answer at its address in the same round: their last %s, that node's slowness, is not held against the limits either (see Slow answer). Availability leaves out none of these: it is what the client saw.", n, fmtDur(silent), nLate, fmtDur(late), nSlow, fmtDur(slow))
 }
 
 // stallText says how often the client stalled and what that took out of

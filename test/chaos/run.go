@@ -307,9 +307,9 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	probes := prober.Stop()
 	d.Probes, d.Controls = probes[:len(d.VIPs)], probes[len(d.VIPs):]
 	d.Stalls = prober.Stalls()
-	var oerrs []error
-	d.Holdings, d.Entries, oerrs = obs.Stop()
-	for _, e := range oerrs {
+	seen := obs.Stop()
+	d.Holdings, d.Entries, d.Unannounced = seen.Holdings, seen.Entries, seen.Unannounced
+	for _, e := range seen.Errs {
 		res.Problems = append(res.Problems, "observing the holders: "+e.Error())
 	}
 	say("faults over; checking the settled cluster")

@@ -62,6 +62,10 @@ type Outage struct {
 	// the machine's hiccups, the VIP's holders were silent at their own
 	// addresses too (see Data.silentSpans): not held against a limit.
 	Silent time.Duration
+	// Unannounced is how long of the outage, outside the above, the
+	// client sent to a node that listed the VIP while its kernel had not
+	// announced it (see Data.unannouncedSpans): not held against a limit.
+	Unannounced time.Duration
 	// Slow is how long of the outage's end, outside the above, was the
 	// answering node's slowness (see Data.slowTail): not held against a
 	// limit.
@@ -72,10 +76,13 @@ type Outage struct {
 }
 
 // Counted is the part of the outage held against the limits: its length
-// less the client's stalls, the machine's hiccups, its holders' silence
-// and the answering node's slowness in it. (Availability leaves out only
-// the client's stalls: it is what the client saw.)
-func (o Outage) Counted() time.Duration { return o.Len() - o.Stalled - o.Hiccup - o.Silent - o.Slow }
+// less the client's stalls, the machine's hiccups, its holders' silence,
+// a kernel's late announcement and the answering node's slowness in it.
+// (Availability leaves out only the client's stalls: it is what the
+// client saw.)
+func (o Outage) Counted() time.Duration {
+	return o.Len() - o.Stalled - o.Hiccup - o.Silent - o.Unannounced - o.Slow
+}
 
 func sortBySent(ps []Probe) []Probe {
 	ps = slices.Clone(ps)
