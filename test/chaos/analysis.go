@@ -212,6 +212,7 @@ func (v Violation) String(d *Data) string {
 // DupBound of the recovery of the last fault that was in progress during
 // it.
 func Analyse(d *Data) Analysis {
+	inOrder(d.Holdings)
 	a := Analysis{Isolated: make([]bool, len(d.Records))}
 	wins := make([]Interval, len(d.Records))
 	for i, r := range d.Records {
@@ -377,6 +378,21 @@ func Analyse(d *Data) Analysis {
 		a.Kinds = append(a.Kinds, *byKind[k])
 	}
 	return a
+}
+
+// inOrder makes every VIP's holder changes' moments never go back: the
+// list's order is the order in which the observer applied them, and
+// before 2026-11-28 it timed a change before it took its lock, so a
+// change applied later could carry an earlier moment (a node's address
+// added and another's removed in the same millisecond).
+func inOrder(h Holdings) {
+	for _, cs := range h {
+		for i := 1; i < len(cs); i++ {
+			if cs[i].At.Before(cs[i-1].At) {
+				cs[i].At = cs[i-1].At
+			}
+		}
+	}
 }
 
 // handovers lists the spans in which v, held by the node of the keep fault

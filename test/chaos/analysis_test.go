@@ -613,3 +613,34 @@ func TestKernelLate(t *testing.T) {
 		t.Errorf("node2 never announcing A: spans %v, want 3.4 s to the end", got)
 	}
 }
+
+// TestHoldingsInOrder: a holder change applied after another but timed
+// before it (the observer's lock taken late) is the later one: node1,
+// starved, lost A to node3 coming back, which is excused, not a handover
+// to nobody for the rest of the fault.
+func TestHoldingsInOrder(t *testing.T) {
+	d := &Data{
+		Start: at(0), End: at(10000),
+		Nodes:  names3,
+		VIPs:   []netip.Addr{vipA},
+		Probes: [][]Probe{probes(10000, "node1")},
+		Holdings: Holdings{vipA: {
+			{At: at(-500), Holders: []string{"node1"}},
+			{At: at(5000).Add(100 * time.Microsecond), Holders: []string{}},
+			{At: at(5000), Holders: []string{"node3"}},
+		}},
+		Records: []Record{
+			{Fault: Fault{Index: 1, Kind: CPUStarve, Nodes: []int{0}}, Began: at(1000), Ended: at(8000), Recovered: at(8000), Held: []netip.Addr{vipA}},
+			{Fault: Fault{Index: 2, Kind: EntrypointTerm, Nodes: []int{2}}, Began: at(2000), Ended: at(4500), Recovered: at(4800)},
+		},
+		Allowance: time.Second,
+		DupBound:  3 * time.Second,
+	}
+	a := Analyse(d)
+	if len(a.Handovers) != 1 || a.Handovers[0].Excused != 1 || !slices.Equal(a.Handovers[0].Takers, []string{"node3"}) {
+		t.Fatalf("handovers %+v, want one to node3 excused by #2", a.Handovers)
+	}
+	for _, v := range a.Violations {
+		t.Errorf("violation %+v", v)
+	}
+}

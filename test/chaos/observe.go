@@ -235,7 +235,7 @@ func (o *Observer) follow(n Observed) error {
 				}
 				running := u.Attrs().OperState == netlink.OperUp || u.Attrs().RawFlags&unix.IFF_RUNNING != 0
 				mac := u.Attrs().HardwareAddr.String()
-				o.update(time.Now(), func() { on.running, on.mac = running, mac })
+				o.update(func() { on.running, on.mac = running, mac })
 			case u, ok := <-addrs:
 				if !ok {
 					lost("the addresses")
@@ -247,7 +247,7 @@ func (o *Observer) follow(n Observed) error {
 					continue
 				}
 				a = a.Unmap()
-				o.update(time.Now(), func() {
+				o.update(func() {
 					if u.NewAddr {
 						on.addrs[a] = true
 					} else {
@@ -309,10 +309,14 @@ func (o *Observer) lister() {
 	}
 }
 
-// update applies change and notes every VIP whose holders it changed.
-func (o *Observer) update(at time.Time, change func()) {
+// update applies change and notes every VIP whose holders it changed,
+// timed when it holds the lock: the nodes' notifications arrive on
+// goroutines of their own, and a moment read before the lock could be
+// older than the last change noted, a timeline out of order.
+func (o *Observer) update(change func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	at := time.Now()
 	change()
 	for _, v := range o.vips {
 		h := o.holdersLocked(v)
