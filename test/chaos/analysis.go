@@ -271,10 +271,11 @@ func Analyse(d *Data) Analysis {
 		judged, stalled := d.outsideStalls(ps)
 		res.Stalled = stalled
 		silent := subtract(d.silentSpans(vip, controlFails, nodeDowns), excused)
-		unannounced := subtract(d.unannouncedSpans(vip), merge(append(slices.Clone(excused), silent...)))
+		excusedOrSilent := merge(append(slices.Clone(excused), silent...))
+		unannounced := subtract(d.unannouncedSpans(vip), excusedOrSilent)
 		// accounted is the time already left out of the limits: a slow
 		// answer counts only outside it.
-		accounted := merge(append(append(slices.Clone(excused), silent...), unannounced...))
+		accounted := merge(append(excusedOrSilent, unannounced...))
 		for _, o := range Outages(judged) {
 			o2, ok := o.clip(d.Start, d.End)
 			if !ok {
