@@ -94,6 +94,10 @@ type observedNode struct {
 	handle *netlink.Handle
 }
 
+// holds reports whether the node holds v by its notifications: v on its
+// link, the link running (with the Observer's lock held).
+func (n *observedNode) holds(v netip.Addr) bool { return n.running && n.addrs[v] }
+
 // Observe starts following vips on nodes, and the client's neighbour
 // entries of them in the client's namespace.
 func Observe(nodes []Observed, clientNetns string, vips []netip.Addr) (*Observer, error) {
@@ -268,7 +272,7 @@ func (o *Observer) list(l listing) {
 		return
 	}
 	o.mu.Lock()
-	held := l.node.running && l.node.addrs[l.vip]
+	held := l.node.holds(l.vip)
 	o.mu.Unlock()
 	if held {
 		return
@@ -302,7 +306,7 @@ func (o *Observer) lister() {
 		})
 		o.mu.Lock()
 		es := o.entries[l.vip]
-		if listed && l.node.running && !l.node.addrs[l.vip] && len(es) > 0 && es[len(es)-1].Node == l.node.Name {
+		if listed && l.node.running && !l.node.holds(l.vip) && len(es) > 0 && es[len(es)-1].Node == l.node.Name {
 			o.unannounced[l.vip] = append(o.unannounced[l.vip], Listed{Node: l.node.Name, At: l.at, Dumped: dumped})
 		}
 		o.mu.Unlock()
@@ -331,7 +335,7 @@ func (o *Observer) update(change func()) {
 func (o *Observer) holdersLocked(v netip.Addr) []string {
 	h := []string{}
 	for _, n := range o.nodes {
-		if n.running && n.addrs[v] {
+		if n.holds(v) {
 			h = append(h, n.Name)
 		}
 	}
