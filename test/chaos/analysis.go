@@ -68,9 +68,17 @@ type Data struct {
 	// flight during one says nothing of its VIP, and no outage counts
 	// the time in one.
 	Stalls []Interval
-	// Controls are the client's probes of each node's own address, by
-	// node index (see Hiccups).
+	// Controls are the client's probes of each node's own IPv4 address,
+	// by node index (see Hiccups).
 	Controls [][]Probe
+	// Controls6 are its probes of each node's own IPv6 address, by node
+	// index: an IPv6 VIP's holders are judged by them (see Analyse).
+	// They also keep every node's neighbour entry for the client's IPv6
+	// address in use, as Controls keep its ARP entry, the way a real
+	// node's entry for its gateway is: without them a node taking an
+	// IPv6 VIP first resolves the client, and on a lossy segment a lost
+	// solicitation costs the kernel's one-second retransmit.
+	Controls6 [][]Probe
 	// Unannounced are the VIPs the client followed to a node that listed
 	// them before its kernel announced them (see unannouncedSpans).
 	Unannounced Unannounced
@@ -244,7 +252,8 @@ func Analyse(d *Data) Analysis {
 	}
 	down := d.allDown()
 	a.Hiccups = subtract(d.Hiccups(), d.Stalls)
-	controlFails, nodeDowns := d.controlFails(), d.nodeDowns()
+	nodeDowns := d.nodeDowns()
+	fails4, fails6 := d.controlFails(d.Controls), d.controlFails(d.Controls6)
 	excused := merge(append(slices.Clone(d.Stalls), a.Hiccups...))
 	byKind := map[Kind]*KindResult{}
 	kindOf := func(k Kind) *KindResult {
@@ -270,6 +279,10 @@ func Analyse(d *Data) Analysis {
 		}
 		judged, stalled := d.outsideStalls(ps)
 		res.Stalled = stalled
+		controls, controlFails := d.Controls, fails4
+		if vip.Is6() && len(d.Controls6) == len(d.Nodes) {
+			controls, controlFails = d.Controls6, fails6
+		}
 		silent := subtract(d.silentSpans(vip, controlFails, nodeDowns), excused)
 		excusedOrSilent := merge(append(slices.Clone(excused), silent...))
 		unannounced := subtract(d.unannouncedSpans(vip), excusedOrSilent)
@@ -287,7 +300,7 @@ func Analyse(d *Data) Analysis {
 			o.Silent = total(silent, o.Start, o.End)
 			o.Unannounced = total(unannounced, o.Start, o.End)
 			var slow []Interval
-			if tail, ok := d.slowTail(o); ok {
+			if tail, ok := d.slowTail(o, controls); ok {
 				slow = subtract([]Interval{tail}, accounted)
 			}
 			o.Slow = total(slow, o.Start, o.End)

@@ -539,6 +539,47 @@ func TestSilentHolder(t *testing.T) {
 	}
 }
 
+// TestSilentHolderByFamily: an IPv6 VIP's holder is judged by the
+// client's probes of its own IPv6 address, an IPv4 VIP's by its IPv4
+// address; a recording without IPv6 controls falls back to IPv4's.
+func TestSilentHolderByFamily(t *testing.T) {
+	vip6 := netip.MustParseAddr("2001:db8::100")
+	d := twoFaults()
+	d.Lead = 0
+	d.VIPs[1] = vip6
+	d.Holdings[vip6] = d.Holdings[vipB]
+	delete(d.Holdings, vipB)
+	// The IPv6 VIP is out from 2 s to 2.4 s on node2, which is silent at
+	// one of its addresses from 2.1 s to 2.3 s.
+	d.Probes[1] = probes(10000, "node2", [2]int{2000, 2400}, [2]int{6600, 6800})
+	d.Entries[vip6] = []EntryChange{{At: at(-500), Node: "node2"}}
+	silent := probes(10000, "node2", [2]int{2100, 2300}, [2]int{6500, 8000})
+	answers := probes(10000, "node2", [2]int{6500, 8000})
+	others := func() []Probe { return probes(10000, "node3") }
+	node1 := func() []Probe { return probes(10000, "node1", [2]int{1000, 4550}) }
+	for _, tc := range []struct {
+		name      string
+		v4, v6    []Probe
+		wantQuiet time.Duration
+	}{
+		{"silent at its IPv6 address", answers, silent, 200 * time.Millisecond},
+		{"silent at its IPv4 address only", silent, answers, 0},
+		{"no IPv6 controls recorded", silent, nil, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.Controls = [][]Probe{node1(), tc.v4, others()}
+			d.Controls6 = nil
+			if tc.v6 != nil {
+				d.Controls6 = [][]Probe{node1(), tc.v6, others()}
+			}
+			os := Analyse(d).VIPs[1].Outages
+			if len(os) != 2 || os[0].Silent != tc.wantQuiet {
+				t.Errorf("the IPv6 VIP's outages %+v, want the first with %s of node2's silence", os, tc.wantQuiet)
+			}
+		})
+	}
+}
+
 func TestSlowAnswer(t *testing.T) {
 	d := twoFaults()
 	d.Lead = 0

@@ -24,7 +24,7 @@ func (d *Data) Hiccups() []Interval {
 	if len(d.Controls) < 2 || len(d.Controls) != len(d.Nodes) {
 		return nil
 	}
-	fails := d.controlFails()
+	fails := d.controlFails(d.Controls)
 	downs := d.nodeDowns()
 	impaired := d.impaired()
 	var out []Interval
@@ -52,11 +52,11 @@ func (d *Data) Hiccups() []Interval {
 }
 
 // controlFails are, by node index, the outages of the client's probes of
-// the node's own address (Data.Controls), less the probes that timed out
-// in flight while the client stalled.
-func (d *Data) controlFails() [][]Interval {
-	fails := make([][]Interval, len(d.Controls))
-	for n, ps := range d.Controls {
+// the node's own address (controls: Data.Controls or Controls6), less the
+// probes that timed out in flight while the client stalled.
+func (d *Data) controlFails(controls [][]Probe) [][]Interval {
+	fails := make([][]Interval, len(controls))
+	for n, ps := range controls {
 		judged, _ := d.outsideStalls(ps)
 		for _, o := range Outages(judged) {
 			fails[n] = append(fails[n], o.Interval)
@@ -210,13 +210,14 @@ func spanAt(is []Interval, t time.Time) bool {
 // failover's. A control probe of the round that got no answer waited its
 // whole deadline: the node was slower still. ok is false when no control
 // probe was sent in the round, or the node answered sooner than that.
-func (d *Data) slowTail(o Outage) (Interval, bool) {
+// controls are the probes of the nodes' own addresses in the VIP's family.
+func (d *Data) slowTail(o Outage, controls [][]Probe) (Interval, bool) {
 	b := o.Back
 	n := slices.Index(d.Nodes, b.Node)
-	if !b.OK || n < 0 || n >= len(d.Controls) {
+	if !b.OK || n < 0 || n >= len(controls) {
 		return Interval{}, false
 	}
-	ps := d.Controls[n]
+	ps := controls[n]
 	i, _ := slices.BinarySearchFunc(ps, b.Sent, func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
 	// own is the node's own answer time in the round: the slowest of the
 	// control probes sent within half an interval of b.

@@ -149,7 +149,7 @@ func (t *kubeTarget) settings() []string {
 func (t *kubeTarget) observed() []Observed {
 	var obs []Observed
 	for _, m := range t.c.Nodes {
-		obs = append(obs, Observed{Name: m.Name, Netns: m.Lab().Netns, Link: lab.Link, Addr: m.Lab().Addr4})
+		obs = append(obs, Observed{Name: m.Name, Netns: m.Lab().Netns, Link: lab.Link, Addr4: m.Lab().Addr4, Addr6: m.Lab().Addr6})
 	}
 	return obs
 }

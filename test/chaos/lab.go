@@ -184,7 +184,7 @@ func (t *labTarget) settings() []string { return t.env }
 func (t *labTarget) observed() []Observed {
 	var obs []Observed
 	for _, n := range t.c.Nodes {
-		obs = append(obs, Observed{Name: n.Name, Netns: n.Netns, Link: lab.Link, Addr: n.Addr4})
+		obs = append(obs, Observed{Name: n.Name, Netns: n.Netns, Link: lab.Link, Addr4: n.Addr4, Addr6: n.Addr6})
 	}
 	return obs
 }

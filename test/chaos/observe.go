@@ -16,9 +16,9 @@ import (
 // namespace and the interface that carries the VIPs.
 type Observed struct {
 	Name, Netns, Link string
-	// Addr is the node's own IPv4 address: the client probes the checked
-	// service there too (see Data.Hiccups).
-	Addr netip.Addr
+	// Addr4 and Addr6 are the node's own addresses: the client probes
+	// the checked service there too (see Data.Controls and Controls6).
+	Addr4, Addr6 netip.Addr
 }
 
 // Observer follows, from netlink notifications in every node's namespace,

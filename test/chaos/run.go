@@ -185,9 +185,13 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	for _, v := range t.vips() {
 		targets = append(targets, netip.AddrPortFrom(v, ServicePort))
 	}
-	// Then every node's own address, the control: see Data.Hiccups.
+	// Then every node's own addresses, the controls: see Data.Controls
+	// and Controls6.
 	for _, n := range t.observed() {
-		targets = append(targets, netip.AddrPortFrom(n.Addr, ServicePort))
+		targets = append(targets, netip.AddrPortFrom(n.Addr4, ServicePort))
+	}
+	for _, n := range t.observed() {
+		targets = append(targets, netip.AddrPortFrom(n.Addr6, ServicePort))
 	}
 	dial, closeDialer, err := t.dialer()
 	if err != nil {
@@ -204,7 +208,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 		return nil, err
 	}
 	d.Start = time.Now()
-	fmt.Fprintf(out, "%8s  probing %d VIPs and %d nodes' own addresses every %s from the client\n", "0.000s", len(t.vips()), len(targets)-len(t.vips()), ProbeInterval)
+	fmt.Fprintf(out, "%8s  probing %d VIPs and %d nodes' own IPv4 and IPv6 addresses every %s from the client\n", "0.000s", len(t.vips()), len(names), ProbeInterval)
 
 	res := &Result{Schedule: sched, Data: d, Load: loadAverage(nil)}
 	recs := make([]Record, len(sched.Faults))
@@ -305,7 +309,8 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	d.End = time.Now()
 	res.Load = loadAverage(res.Load)
 	probes := prober.Stop()
-	d.Probes, d.Controls = probes[:len(d.VIPs)], probes[len(d.VIPs):]
+	controls := probes[len(d.VIPs):]
+	d.Probes, d.Controls, d.Controls6 = probes[:len(d.VIPs)], controls[:len(names)], controls[len(names):]
 	d.Stalls = prober.Stalls()
 	seen := obs.Stop()
 	d.Holdings, d.Entries, d.Unannounced = seen.Holdings, seen.Entries, seen.Unannounced
