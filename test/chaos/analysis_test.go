@@ -580,6 +580,29 @@ func TestSilentHolderByFamily(t *testing.T) {
 	}
 }
 
+// TestClientChecksControls: the run fails when a node's own address, of
+// either family, did not answer the client at the end: controls that
+// never answer would make every holder look silent.
+func TestClientChecksControls(t *testing.T) {
+	d := &Data{
+		Start: at(0), End: at(10000), Nodes: names3, VIPs: []netip.Addr{vipA},
+		Probes:    [][]Probe{probes(10000, "node1")},
+		Holdings:  Holdings{vipA: {{At: at(0), Holders: []string{"node1"}}}},
+		Controls:  [][]Probe{probes(10000, "node1"), probes(10000, "node2"), probes(10000, "node3")},
+		Controls6: [][]Probe{probes(10000, "node1"), probes(10000, "node2", [2]int{9000, 10000}), probes(10000, "node3")},
+	}
+	var failed []string
+	checks := clientChecks(d, 2*time.Second)
+	for _, c := range checks {
+		if !c.OK {
+			failed = append(failed, c.Name)
+		}
+	}
+	if len(checks) != 7 || len(failed) != 1 || !strings.Contains(failed[0], "node2 at its own IPv6 address") {
+		t.Errorf("%d checks, failed %q; want 7, node2's IPv6 address failing", len(checks), failed)
+	}
+}
+
 func TestSlowAnswer(t *testing.T) {
 	d := twoFaults()
 	d.Lead = 0

@@ -422,33 +422,53 @@ func loadAverage(ls []float64) []float64 {
 }
 
 // clientChecks: at the end, every VIP answered the client's last probes
-// (those of the last span), each from its holder.
+// (those of the last span), each from its holder, and every node's own
+// addresses answered them from that node: controls that do not answer
+// would make every holder look silent (see Data.silentSpans).
 func clientChecks(d *Data, span time.Duration) []Check {
 	var checks []Check
 	for vi, v := range d.VIPs {
 		holders := HoldersAt(d.Holdings[v], d.End)
-		c := Check{Name: fmt.Sprintf("the client reaches %s at its holder (every probe of the last %s answered by it)", v, span)}
-		failed, others, n := 0, map[string]int{}, 0
-		for _, p := range d.Probes[vi] {
-			if p.Sent.Before(d.End.Add(-span)) {
-				continue
-			}
-			n++
-			switch {
-			case !p.OK:
-				failed++
-			case len(holders) != 1 || p.Node != holders[0]:
-				others[p.Node]++
-			}
-		}
-		c.OK = n > 0 && failed == 0 && len(others) == 0
-		c.Detail = fmt.Sprintf("holder %v; %d probes, %d failed", holders, n, failed)
-		if len(others) > 0 {
-			c.Detail += fmt.Sprintf(", answered by others %v", others)
-		}
+		c := answeredCheck(fmt.Sprintf("the client reaches %s at its holder (every probe of the last %s answered by it)", v, span), d.Probes[vi], holders, d.End.Add(-span))
+		c.Detail = fmt.Sprintf("holder %v; %s", holders, c.Detail)
 		checks = append(checks, c)
 	}
+	for _, f := range []struct {
+		family   string
+		controls [][]Probe
+	}{{"IPv4", d.Controls}, {"IPv6", d.Controls6}} {
+		for n, ps := range f.controls {
+			if n < len(d.Nodes) {
+				checks = append(checks, answeredCheck(fmt.Sprintf("the client reaches %s at its own %s address (every probe of the last %s answered by it)", d.Nodes[n], f.family, span), ps, d.Nodes[n:n+1], d.End.Add(-span)))
+			}
+		}
+	}
 	return checks
+}
+
+// answeredCheck: every probe of ps sent from from on was answered by the
+// one node of want.
+func answeredCheck(name string, ps []Probe, want []string, from time.Time) Check {
+	c := Check{Name: name}
+	failed, others, n := 0, map[string]int{}, 0
+	for _, p := range ps {
+		if p.Sent.Before(from) {
+			continue
+		}
+		n++
+		switch {
+		case !p.OK:
+			failed++
+		case len(want) != 1 || p.Node != want[0]:
+			others[p.Node]++
+		}
+	}
+	c.OK = n > 0 && failed == 0 && len(others) == 0
+	c.Detail = fmt.Sprintf("%d probes, %d failed", n, failed)
+	if len(others) > 0 {
+		c.Detail += fmt.Sprintf(", answered by others %v", others)
+	}
+	return c
 }
 
 // writeReport writes the Markdown report, the pictures and the recording
