@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -294,7 +295,16 @@ func (o *Observer) lister() {
 			return
 		case l = <-o.listings:
 		}
-		addrs, err := l.node.handle.AddrList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: l.node.index}}, netlink.FAMILY_ALL)
+		// A dump the kernel interrupts (the addresses changed meanwhile,
+		// as they do in a failover) is read again.
+		var addrs []netlink.Addr
+		var err error
+		for range 5 {
+			addrs, err = l.node.handle.AddrList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: l.node.index}}, netlink.FAMILY_ALL)
+			if !errors.Is(err, netlink.ErrDumpInterrupted) {
+				break
+			}
+		}
 		dumped := time.Now()
 		if err != nil {
 			o.onErr(l.node.Name)(fmt.Errorf("listing the addresses: %w", err))
