@@ -486,7 +486,9 @@ func (d *Data) outsideStalls(ps []Probe) ([]Probe, int) {
 // change while the outage is still within that limit starts the count
 // again: a fault that begins (the backup about to take over dies too,
 // with its own bound if more lenient) or one that is undone (a frozen node
-// resumes, a node comes back: VRRP sorts the VIPs out anew). Alone, that
+// resumes, a node comes back: VRRP sorts the VIPs out anew), and its
+// nodes' recovery (Record.Recovered: a node whose service came back is a
+// backup only once its check passes again). Alone, that
 // is the fault's own bound on the outage's length. A fault in progress
 // that took hold after the outage began (Record.Effective) starts the
 // count when it did. A segment that delayed the VRRP adverts during the
@@ -509,7 +511,7 @@ func (d *Data) measure(o Interval, wins []Interval) (got, limit time.Duration) {
 	}
 	var changes []change
 	for _, r := range d.Records {
-		changes = append(changes, change{r.Began, r.Bound}, change{r.Ended, r.Bound})
+		changes = append(changes, change{r.Began, r.Bound}, change{r.Ended, r.Bound}, change{r.Recovered, r.Bound})
 	}
 	slices.SortFunc(changes, func(a, b change) int { return a.at.Compare(b.at) })
 	for _, c := range changes {

@@ -174,6 +174,36 @@ func twoFaults() *Data {
 	}
 }
 
+// TestMeasureFromRecovery: a node whose service came back is a backup
+// only once its check passes (its record's Recovered); an outage that
+// began before then is held to the limit from then. Here node2 holds A
+// and stops gracefully 1 ms after node1's service is back, node3 being
+// dead; node1 takes A by its master-down timer after its check passed.
+func TestMeasureFromRecovery(t *testing.T) {
+	d := &Data{
+		Start: at(0), End: at(10000), Nodes: names3, VIPs: []netip.Addr{vipA},
+		Probes:   [][]Probe{probes(10000, "node2", [2]int{3001, 6201})},
+		Holdings: Holdings{vipA: {{At: at(-500), Holders: []string{"node2"}}, {At: at(3002), Holders: []string{}}, {At: at(6200), Holders: []string{"node1"}}}},
+		Records: []Record{
+			{Fault: Fault{Index: 1, Kind: NodeDeath, Nodes: []int{2}}, Began: at(500), Ended: at(9000), Recovered: at(9100),
+				Bound: 3100 * time.Millisecond, Downs: []NodeDown{{2, Interval{at(500), at(9100)}}}},
+			{Fault: Fault{Index: 2, Kind: ServiceStop, Nodes: []int{0}}, Began: at(1000), Ended: at(3000), Recovered: at(3200),
+				Bound: 400 * time.Millisecond, Downs: []NodeDown{{0, Interval{at(1000), at(3200)}}}},
+			{Fault: Fault{Index: 3, Kind: EntrypointTerm, Nodes: []int{1}}, Began: at(3001), Ended: at(3002), Recovered: at(6300),
+				Bound: 100 * time.Millisecond, Downs: []NodeDown{{1, Interval{at(3001), at(6300)}}}},
+		},
+		Allowance: time.Second,
+		DupBound:  3 * time.Second,
+	}
+	a := Analyse(d)
+	if len(a.VIPs[0].Held) != 1 || a.VIPs[0].Held[0] != (Measure{3010 * time.Millisecond, 3100 * time.Millisecond}) {
+		t.Errorf("A's held parts %+v, want 3.01 s (from node1's recovery) against 3.1 s", a.VIPs[0].Held)
+	}
+	if len(a.Violations) != 0 {
+		t.Errorf("violations %+v, want none", a.Violations)
+	}
+}
+
 func TestAnalyseCharges(t *testing.T) {
 	d := twoFaults()
 	a := Analyse(d)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,23 @@ func holderChecks(vips []netip.Addr, holders map[netip.Addr][]string) []Check {
 		checks = append(checks, Check{Name: v.String() + " is held by exactly one node", OK: len(h) == 1, Detail: fmt.Sprintf("held by %v", h)})
 	}
 	return checks
+}
+
+// checkPasses is nil when metrics, a node's /metrics page, says its
+// built-in check passes (ipfailover_check_up 1). Until then keepalived
+// keeps the node's instances in FAULT: its service answering again is
+// not yet a backup ready to take a VIP, which needs the check's passes in
+// a row.
+func checkPasses(metrics string) error {
+	for line := range strings.Lines(metrics) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "ipfailover_check_up "); ok {
+			if v == "1" {
+				return nil
+			}
+			return fmt.Errorf("ipfailover_check_up is %s", v)
+		}
+	}
+	return errors.New("no ipfailover_check_up in the metrics")
 }
 
 // metricsCheck scrapes a node's /metrics and compares it with the holders:

@@ -354,12 +354,19 @@ func (t *labTarget) waitService(ctx context.Context, n *lab.Node) error {
 	})
 }
 
-// waitReady waits until n's ipfailover answers /readyz with 200.
+// waitReady waits until n's ipfailover answers /readyz with 200 and its
+// check passes (see checkPasses).
 func (t *labTarget) waitReady(ctx context.Context, n *lab.Node) error {
 	url := fmt.Sprintf("http://%s/readyz", netip.AddrPortFrom(n.Addr4, 9650))
-	return t.poll(ctx, n.Name+"'s /readyz", func(ctx context.Context) error {
-		_, err := t.c.Get(ctx, url)
-		return err
+	return t.poll(ctx, n.Name+"'s /readyz and check", func(ctx context.Context) error {
+		if _, err := t.c.Get(ctx, url); err != nil {
+			return err
+		}
+		metrics, err := t.c.Get(ctx, t.metricsURL(n.Name))
+		if err != nil {
+			return err
+		}
+		return checkPasses(metrics)
 	})
 }
 
@@ -443,7 +450,10 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 			return err
 		}
 		rec.Ended = time.Now()
-		rec.Recovered = rec.Ended
+		if err := t.waitReady(ctx, n); err != nil {
+			return err
+		}
+		rec.Recovered = time.Now()
 		down(n)
 	case KeepalivedKill:
 		n := nodes[0]
