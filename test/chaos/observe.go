@@ -296,17 +296,27 @@ func (o *Observer) lister() {
 		case l = <-o.listings:
 		}
 		// A dump the kernel interrupts (the addresses changed meanwhile,
-		// as they do in a failover) is read again.
+		// as they do in a failover, or the kernel's address work ran) is
+		// read again. One still interrupted after that lists what the
+		// kernel held as it wrote it: it shows a VIP listed, but its
+		// missing the VIP proves nothing, which records nothing either.
+		family := netlink.FAMILY_V4
+		if l.vip.Is6() {
+			family = netlink.FAMILY_V6
+		}
 		var addrs []netlink.Addr
 		var err error
-		for range 5 {
-			addrs, err = l.node.handle.AddrList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: l.node.index}}, netlink.FAMILY_ALL)
+		for try := range 5 {
+			if try > 0 && sleepOrDone(o.done, 2*time.Millisecond) {
+				return
+			}
+			addrs, err = l.node.handle.AddrList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: l.node.index}}, family)
 			if !errors.Is(err, netlink.ErrDumpInterrupted) {
 				break
 			}
 		}
 		dumped := time.Now()
-		if err != nil {
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
 			o.onErr(l.node.Name)(fmt.Errorf("listing the addresses: %w", err))
 			continue
 		}
@@ -320,6 +330,18 @@ func (o *Observer) lister() {
 			o.unannounced[l.vip] = append(o.unannounced[l.vip], Listed{Node: l.node.Name, At: l.at, Dumped: dumped})
 		}
 		o.mu.Unlock()
+	}
+}
+
+// sleepOrDone sleeps d and reports whether done closed meanwhile.
+func sleepOrDone(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
