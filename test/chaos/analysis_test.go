@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -736,5 +737,19 @@ func TestHoldingsInOrder(t *testing.T) {
 	}
 	for _, v := range a.Violations {
 		t.Errorf("violation %+v", v)
+	}
+}
+
+// TestCheckPasses: a node is back once its metrics say its check passes.
+func TestCheckPasses(t *testing.T) {
+	page := "# HELP ipfailover_check_up 1 when the built-in check passes\n# TYPE ipfailover_check_up gauge\nipfailover_check_up %s\nipfailover_check_duration_seconds_count 3\n"
+	if err := checkPasses(fmt.Sprintf(page, "1")); err != nil {
+		t.Errorf("check up: %v", err)
+	}
+	if err := checkPasses(fmt.Sprintf(page, "0")); err == nil {
+		t.Error("check down: no error")
+	}
+	if err := checkPasses("ipfailover_check_duration_seconds_count 3\n"); err == nil {
+		t.Error("no check series: no error")
 	}
 }
