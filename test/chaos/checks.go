@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/test/lab"
 )
 
 // Check is one invariant at the end of a run.
@@ -33,6 +34,20 @@ func holderChecks(vips []netip.Addr, holders map[netip.Addr][]string) []Check {
 		checks = append(checks, Check{Name: v.String() + " is held by exactly one node", OK: len(h) == 1, Detail: fmt.Sprintf("held by %v", h)})
 	}
 	return checks
+}
+
+// readyAndChecked is nil when the ipfailover of the node at addr answers
+// /readyz with 200 and its check passes (see checkPasses): one try of a
+// wait for the node to be back.
+func readyAndChecked(ctx context.Context, c *lab.Cluster, addr netip.Addr) error {
+	if _, err := c.Get(ctx, fmt.Sprintf("http://%s/readyz", netip.AddrPortFrom(addr, 9650))); err != nil {
+		return err
+	}
+	metrics, err := c.Get(ctx, fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(addr, 9650)))
+	if err != nil {
+		return err
+	}
+	return checkPasses(metrics)
 }
 
 // checkPasses is nil when metrics, a node's /metrics page, says its

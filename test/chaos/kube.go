@@ -247,17 +247,8 @@ func (t *kubeTarget) readyPods(ctx context.Context) ([]corev1.Pod, error) {
 // waitReadyz waits until m's ipfailover answers /readyz with 200 and its
 // check passes (see checkPasses).
 func (t *kubeTarget) waitReadyz(ctx context.Context, m *kube.Machine) error {
-	url := fmt.Sprintf("http://%s/readyz", netip.AddrPortFrom(m.Lab().Addr4, 9650))
-	metricsURL := fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(m.Lab().Addr4, 9650))
 	return pollFor(ctx, m.Name+"'s /readyz and check", func(ctx context.Context) error {
-		if _, err := t.c.Lab().Get(ctx, url); err != nil {
-			return err
-		}
-		metrics, err := t.c.Lab().Get(ctx, metricsURL)
-		if err != nil {
-			return err
-		}
-		return checkPasses(metrics)
+		return readyAndChecked(ctx, t.c.Lab(), m.Lab().Addr4)
 	})
 }
 

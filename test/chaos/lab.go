@@ -357,16 +357,8 @@ func (t *labTarget) waitService(ctx context.Context, n *lab.Node) error {
 // waitReady waits until n's ipfailover answers /readyz with 200 and its
 // check passes (see checkPasses).
 func (t *labTarget) waitReady(ctx context.Context, n *lab.Node) error {
-	url := fmt.Sprintf("http://%s/readyz", netip.AddrPortFrom(n.Addr4, 9650))
 	return t.poll(ctx, n.Name+"'s /readyz and check", func(ctx context.Context) error {
-		if _, err := t.c.Get(ctx, url); err != nil {
-			return err
-		}
-		metrics, err := t.c.Get(ctx, t.metricsURL(n.Name))
-		if err != nil {
-			return err
-		}
-		return checkPasses(metrics)
+		return readyAndChecked(ctx, t.c, n.Addr4)
 	})
 }
 
