@@ -499,14 +499,15 @@ func (t *kubeTarget) inject(ctx context.Context, f Fault, rec *Record, began fun
 		return up()
 	case AddressStorm:
 		// The pod runs on the host network: its ipfailover's address
-		// subscription is the node namespace's.
+		// subscription is the node namespace's. The storm's ip runs
+		// where this program does, outside the machine's cgroup.
 		m := nodes[0]
 		pid, err := entrypoint(m)
 		if err != nil {
 			return err
 		}
 		mark()
-		if err := addressStorm(ctx, m.Lab(), pid, f.Length); err != nil {
+		if err := addressStorm(ctx, m.Lab(), nil, pid, f.Length); err != nil {
 			return err
 		}
 		over()

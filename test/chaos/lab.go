@@ -74,12 +74,12 @@ type labTarget struct {
 	harnessFrom *lab.CPUGroup
 }
 
-// nodeGroups are a node's cgroups below the lab's: its checked service's,
-// with a program's default share, ipfailover's and the burner's of a
-// cpu-starve fault, with the shares of their pods' CPU requests on the
-// cluster.
+// nodeGroups are a node's cgroups below the lab's: its checked service's
+// and an address storm's, with a program's default share, ipfailover's and
+// the burner's of a cpu-starve fault, with the shares of their pods' CPU
+// requests on the cluster.
 type nodeGroups struct {
-	svc, ipf, burner *lab.CPUGroup
+	svc, storm, ipf, burner *lab.CPUGroup
 }
 
 // nodeProcs are a node's service and ipfailover, and which of their exits
@@ -119,9 +119,10 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 // makeCgroups gives the lab a cgroup of the cpu controller and each node
 // one below it, as a machine of its own; in a node's, its checked
 // service's (a program of the node's own, beside the pods as on the
-// cluster), ipfailover's (where its processes, keepalived's included, run)
-// and a burner's, with the CPU shares of the manifests' request and of
-// the burner pod's on the cluster. A burner starves its own node, not the
+// cluster), an address storm's (its kernel work is the node's load),
+// ipfailover's (where its processes, keepalived's included, run) and a
+// burner's, with the CPU shares of the manifests' request and of the
+// burner pod's on the cluster. A burner starves its own node, not the
 // services of the others. This program, the client and the segment's
 // delay among its work, runs in the lab's group too, with the largest
 // share: a burner must not starve the measurement.
@@ -154,6 +155,10 @@ func (t *labTarget) makeCgroups() error {
 		if err != nil {
 			return err
 		}
+		storm, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/storm", programCPU)
+		if err != nil {
+			return err
+		}
 		ipf, err := lab.NewCPUGroup(t.cgroup+"/"+n.Name+"/ipfailover", ipfailoverCPURequest)
 		if err != nil {
 			return err
@@ -162,7 +167,7 @@ func (t *labTarget) makeCgroups() error {
 		if err != nil {
 			return err
 		}
-		t.groups[n] = nodeGroups{svc: svc, ipf: ipf, burner: burner}
+		t.groups[n] = nodeGroups{svc: svc, storm: storm, ipf: ipf, burner: burner}
 	}
 	return nil
 }
@@ -548,7 +553,7 @@ func (t *labTarget) inject(ctx context.Context, f Fault, rec *Record, began func
 			return fmt.Errorf("%s runs no ipfailover", n.Name)
 		}
 		mark()
-		if err := addressStorm(ctx, n, p.Pid, f.Length); err != nil {
+		if err := addressStorm(ctx, n, t.groups[n].storm, p.Pid, f.Length); err != nil {
 			return err
 		}
 		rec.Ended = time.Now()

@@ -68,13 +68,14 @@ func impairSegment(ctx context.Context, c *lab.Cluster, f Fault) error {
 // addressStorm stops n's ipfailover, the process pid (SIGSTOP; keepalived
 // runs on), adds and removes lab.StormAddrs addresses on n's interface, and
 // resumes it (SIGCONT) length after the stop, or at once when the storm
-// failed or ctx ended.
-func addressStorm(ctx context.Context, n *lab.Node, pid int, length time.Duration) error {
+// failed or ctx ended. The storm's work runs in g, the node's, where the
+// target has one (lab.Node.AddressStorm).
+func addressStorm(ctx context.Context, n *lab.Node, g *lab.CPUGroup, pid int, length time.Duration) error {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("SIGSTOP to ipfailover (pid %d) on %s: %w", pid, n.Name, err)
 	}
 	stopped := time.Now()
-	err := n.AddressStorm(ctx, lab.StormAddrs)
+	err := n.AddressStorm(ctx, lab.StormAddrs, g)
 	if err == nil {
 		err = sleep(ctx, length-time.Since(stopped))
 	}

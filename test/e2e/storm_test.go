@@ -95,7 +95,7 @@ func (s *scenario) storm(t *testing.T, hc *http.Client, f *lab.Fleet, vip netip.
 		t.Fatalf("SIGSTOP to ipfailover on %s: %v", n.Name, err)
 	}
 	stopped := time.Now()
-	serr := n.AddressStorm(s.ctx, lab.StormAddrs)
+	serr := n.AddressStorm(s.ctx, lab.StormAddrs, nil)
 	stormed := time.Since(stopped)
 	if serr == nil {
 		serr = sleepCtx(s.ctx, stormStop-stormed)

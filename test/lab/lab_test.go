@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -670,9 +671,9 @@ func TestParseNeighbours(t *testing.T) {
 	}
 }
 
-// TestAddressStorm: a storm leaves the node's addresses as they were, and
-// one whose adding fails (an address of its range already there) removes
-// what it added.
+// TestAddressStorm: a storm leaves the node's addresses as they were, its
+// ip runs in the group it is given, and one whose adding fails (an address
+// of its range already there) removes what it added.
 func TestAddressStorm(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -682,8 +683,44 @@ func TestAddressStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.AddressStorm(ctx, 2000); err != nil {
+	path := "ipfailover-lab-test-" + c.Name
+	t.Cleanup(func() {
+		if err := RemoveCPUGroup(path); err != nil {
+			t.Error(err)
+		}
+	})
+	g, err := NewCPUGroup(path+"/storm", 1000)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Watch the group while the storm runs: its ip must be seen there.
+	stormed, seen := make(chan struct{}), make(chan bool)
+	go func() {
+		found := false
+		for {
+			select {
+			case <-stormed:
+				seen <- found
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if found {
+				continue
+			}
+			data, _ := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+			for _, pid := range strings.Fields(string(data)) {
+				comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+				found = found || strings.TrimSpace(string(comm)) == "ip"
+			}
+		}
+	}()
+	serr := n.AddressStorm(ctx, 6000, g)
+	close(stormed)
+	if !<-seen {
+		t.Errorf("no ip process was seen in %s during the storm", g.Path)
+	}
+	if serr != nil {
+		t.Fatal(serr)
 	}
 	after, err := n.Addrs()
 	if err != nil {
@@ -696,14 +733,14 @@ func TestAddressStorm(t *testing.T) {
 	if _, err := n.Exec(ctx, "ip", "addr", "add", "198.18.3.0/32", "dev", Link); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.AddressStorm(ctx, 2000); err == nil {
+	if err := n.AddressStorm(ctx, 2000, nil); err == nil {
 		t.Error("a storm over an address of its range succeeded")
 	}
 	if after, err := n.Addrs(); err != nil || !slices.Equal(before, after) {
 		t.Errorf("addresses after the failed storm %v (%v), want %v", after, err, before)
 	}
 	for _, count := range []int{0, StormMax + 1} {
-		if err := n.AddressStorm(ctx, count); err == nil {
+		if err := n.AddressStorm(ctx, count, nil); err == nil {
 			t.Errorf("a storm of %d succeeded", count)
 		}
 	}
