@@ -561,6 +561,26 @@ func TestSilentHolder(t *testing.T) {
 	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 0 {
 		t.Errorf("in a segment fault's window: %s silent, want none", os[0].Silent)
 	}
+	// Unless the node's own address goes unanswered for longer than the
+	// segment's losses and restarts can make it: node2 silent from 1.9 s
+	// to 2.45 s.
+	ctl := d.Controls[1]
+	d.Controls[1] = probes(10000, "node2", [2]int{1900, 2450}, [2]int{6500, 8000})
+	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 400*time.Millisecond {
+		t.Errorf("silent for 550 ms in a segment fault's window: %s of the outage silent, want 400ms", os[0].Silent)
+	}
+	d.Controls[1] = ctl
+	d.Records = d.Records[:len(d.Records)-1]
+	// A frozen node3 still listing B, which the client does not send to,
+	// leaves node2's silence node2's.
+	d.Records = append(d.Records, Record{Fault: Fault{Index: 4, Kind: NodeFreeze, Nodes: []int{2}}, Began: at(1500), Ended: at(3000), Recovered: at(3000),
+		Bound: 700 * time.Millisecond, Downs: []NodeDown{{2, Interval{at(1500), at(3000)}}}})
+	holdings := d.Holdings[vipB]
+	d.Holdings[vipB] = append([]HolderChange{holdings[0], {At: at(1500), Holders: []string{"node2", "node3"}}, {At: at(3000), Holders: []string{"node2"}}}, holdings[1:]...)
+	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 200*time.Millisecond {
+		t.Errorf("beside a frozen holder: %s silent, want 200ms", os[0].Silent)
+	}
+	d.Holdings[vipB] = holdings
 	d.Records = d.Records[:len(d.Records)-1]
 	// The client sending elsewhere is the failover's doing, silent
 	// holder or not.

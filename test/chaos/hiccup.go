@@ -109,14 +109,24 @@ func (d *Data) muteHolders(fails, downs [][]Interval, vip netip.Addr, t time.Tim
 // silentSpans are the spans in which vip's holders were all silent: the
 // VIP had a holder, the client's neighbour entry sent to one of them, and
 // every holder, with no fault taking it down, did not answer the client at
-// its own address either, outside the segment's faults (whose losses hit
-// both probes). The VIP was where VRRP and the client agreed it
+// its own address either. The VIP was where VRRP and the client agreed it
 // was; the node did not answer (a node starved of CPU, a kernel too busy
-// to answer in time), which no failover could have mended. fails and downs
-// are controlFails and nodeDowns.
+// to answer in time), which no failover could have mended. A holder that
+// a fault took down is left out, unless the client sent to it. Within a
+// segment fault's window, whose losses hit both probes, a node is silent
+// only in a control outage of at least segmentSilence. fails and downs are
+// controlFails and nodeDowns.
 func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval {
 	if len(fails) != len(d.Nodes) {
 		return nil
+	}
+	long := make([][]Interval, len(fails))
+	for n, fs := range fails {
+		for _, f := range fs {
+			if f.Len() >= segmentSilence {
+				long[n] = append(long[n], f)
+			}
+		}
 	}
 	var changes []time.Time
 	for _, c := range d.Holdings[vip] {
@@ -129,19 +139,37 @@ func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval
 	var out []Interval
 	for _, p := range pieces(changes, append(append(slices.Clone(fails), downs...), impaired)...) {
 		mid := p.Start.Add(p.Len() / 2)
+		// A holder a fault took down (a frozen node keeps its addresses)
+		// answers nobody; the client sending to it is the failover's to
+		// mend, the others' silence is not.
+		var live []string
+		for _, h := range HoldersAt(d.Holdings[vip], mid) {
+			if n := slices.Index(d.Nodes, h); n >= 0 && n < len(downs) && !spanAt(downs[n], mid) {
+				live = append(live, h)
+			}
+		}
+		if len(live) == 0 || !slices.Contains(live, EntryAt(d.Entries[vip], mid)) {
+			continue
+		}
+		judged := fails
 		if spanAt(impaired, mid) {
-			continue
+			judged = long
 		}
-		holders := HoldersAt(d.Holdings[vip], mid)
-		if len(holders) == 0 || !slices.Contains(holders, EntryAt(d.Entries[vip], mid)) {
-			continue
-		}
-		if len(d.muteHolders(fails, downs, vip, mid)) == len(holders) {
+		if len(d.muteHolders(judged, downs, vip, mid)) == len(live) {
 			out = append(out, p)
 		}
 	}
 	return merge(out)
 }
+
+// segmentSilence is how long a node's own address must go unanswered
+// within a segment fault's window to count as the node's silence: twice
+// the probes' deadline. The segment's loss fails probes one by one (a
+// tenth of a second of them in a row is already rare at 5 %), and its
+// start and end, which replace the queue of delayed packets, fail every
+// probe then in flight at every node at once (up to the deadline and a
+// probe's interval: 241 ms was the longest in stop 40's runs).
+const segmentSilence = 2 * ProbeDeadline
 
 // unannouncedSpans are the spans in which the client sent vip's packets
 // to a node that listed vip on its running link while its kernel had not
