@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -89,7 +90,17 @@ type nodeProcs struct {
 	expected map[*lab.Process]bool
 }
 
+// labPrograms are the host's programs the lab's nodes run: a machine
+// without one fails every node's start, which shows only as a fleet that
+// never settles.
+var labPrograms = []string{"keepalived", "iptables", "nft", "ip", "nsenter"}
+
 func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
+	for _, p := range labPrograms {
+		if _, err := exec.LookPath(p); err != nil {
+			return nil, fmt.Errorf("%s is not installed: run make deps (./scripts/install-deps.sh)", p)
+		}
+	}
 	level := slog.LevelWarn
 	if o.Verbose {
 		level = slog.LevelInfo

@@ -176,3 +176,13 @@ func TestShortRun(t *testing.T) {
 		t.Errorf("the recording has %d checks of seed %d, want %d of %d", len(again.Checks), again.Schedule.Seed, len(res.Checks), ciSeed)
 	}
 }
+
+// TestLabNeedsPrograms: a lab target on a machine without the nodes'
+// programs fails before it builds anything, naming the first missing one.
+func TestLabNeedsPrograms(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := newLabTarget(context.Background(), Options{})
+	if err == nil || !strings.Contains(err.Error(), "keepalived is not installed") {
+		t.Fatalf("got %v, want keepalived named as missing", err)
+	}
+}
