@@ -92,14 +92,25 @@ func (d *Data) nodeDowns() [][]Interval {
 	return downs
 }
 
-// muteHolders returns the nodes that held vip at t, were not down by a
-// fault, and did not answer the client at their own address then either:
-// the VIP was in place and the node itself did not answer.
-func (d *Data) muteHolders(fails, downs [][]Interval, vip netip.Addr, t time.Time) []string {
+// liveHolders returns the nodes that held vip at t and were not down by
+// a fault (a frozen node keeps its addresses, and answers nobody).
+func (d *Data) liveHolders(downs [][]Interval, vip netip.Addr, t time.Time) []string {
 	var out []string
 	for _, h := range HoldersAt(d.Holdings[vip], t) {
-		n := slices.Index(d.Nodes, h)
-		if n >= 0 && n < len(fails) && n < len(downs) && spanAt(fails[n], t) && !spanAt(downs[n], t) {
+		if n := slices.Index(d.Nodes, h); n >= 0 && n < len(downs) && !spanAt(downs[n], t) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// muteHolders returns the live holders of vip at t that did not answer
+// the client at their own address then either: the VIP was in place and
+// the node itself did not answer.
+func (d *Data) muteHolders(fails, downs [][]Interval, vip netip.Addr, t time.Time) []string {
+	var out []string
+	for _, h := range d.liveHolders(downs, vip, t) {
+		if n := slices.Index(d.Nodes, h); n < len(fails) && spanAt(fails[n], t) {
 			out = append(out, h)
 		}
 	}
@@ -139,15 +150,9 @@ func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval
 	var out []Interval
 	for _, p := range pieces(changes, append(append(slices.Clone(fails), downs...), impaired)...) {
 		mid := p.Start.Add(p.Len() / 2)
-		// A holder a fault took down (a frozen node keeps its addresses)
-		// answers nobody; the client sending to it is the failover's to
-		// mend, the others' silence is not.
-		var live []string
-		for _, h := range HoldersAt(d.Holdings[vip], mid) {
-			if n := slices.Index(d.Nodes, h); n >= 0 && n < len(downs) && !spanAt(downs[n], mid) {
-				live = append(live, h)
-			}
-		}
+		// The client sending to a holder a fault took down is the
+		// failover's to mend; the live holders' silence is not.
+		live := d.liveHolders(downs, vip, mid)
 		if len(live) == 0 || !slices.Contains(live, EntryAt(d.Entries[vip], mid)) {
 			continue
 		}

@@ -34,15 +34,7 @@ func TestBurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	path := "ipfailover-lab-test-" + c.Name
-	t.Cleanup(func() {
-		if err := RemoveCPUGroup(path); err != nil {
-			t.Error(err)
-		}
-	})
-	g, err := NewCPUGroup(path+"/burner", 1900)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := testCPUGroup(t, path, "burner", 1900)
 	n := c.Nodes[0]
 	p, err := n.Burn(ctx, 2, g)
 	if err != nil {
@@ -76,4 +68,20 @@ func TestBurn(t *testing.T) {
 	if err := RemoveCPUGroup(path); err != nil {
 		t.Fatalf("removing the group after the burner: %v", err)
 	}
+}
+
+// testCPUGroup creates the group path/name with the share of milli
+// millicores; the test's cleanup removes path.
+func testCPUGroup(t *testing.T, path, name string, milli int) *CPUGroup {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := RemoveCPUGroup(path); err != nil {
+			t.Error(err)
+		}
+	})
+	g, err := NewCPUGroup(path+"/"+name, milli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

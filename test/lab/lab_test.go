@@ -683,16 +683,7 @@ func TestAddressStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := "ipfailover-lab-test-" + c.Name
-	t.Cleanup(func() {
-		if err := RemoveCPUGroup(path); err != nil {
-			t.Error(err)
-		}
-	})
-	g, err := NewCPUGroup(path+"/storm", 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := testCPUGroup(t, "ipfailover-lab-test-"+c.Name, "storm", 1000)
 	// Watch the group while the storm runs: its ip must be seen there.
 	stormed, seen := make(chan struct{}), make(chan bool)
 	go func() {
