@@ -20,6 +20,11 @@ const (
 	defaultTolerationSecond = "10"
 )
 
+// volumePluginDir is where the kubelets and the controller manager look for
+// FlexVolume drivers and make the directory if it is missing: each machine's
+// own /var/lib, never the host's /usr/libexec/kubernetes (their default).
+const volumePluginDir = "/var/lib/kubelet/volume-plugins"
+
 // sandboxImage is the pause image every node imports (images.go).
 const sandboxImage = "localhost/kube-pause:3.10.2"
 
@@ -187,7 +192,7 @@ failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%[4]s
 resolvConf: %[5]s
-volumePluginDir: /var/lib/kubelet/volume-plugins
+volumePluginDir: %[8]s
 # No CAP_SYS_RESOURCE: the kubelet cannot lower its own OOM score.
 oomScoreAdj: 0
 # The disk and memory are shared with everything else on this machine:
@@ -203,7 +208,7 @@ imageGCLowThresholdPercent: 99
 nodeLeaseDurationSeconds: %[6]d
 nodeStatusUpdateFrequency: %[7]s
 nodeStatusReportFrequency: %[7]s
-`, m.Addr4, p.path("ca.crt"), m.cgroup(), containerdSocket, m.etc("resolv.conf"), nodeLeaseSeconds, nodeStatusEvery),
+`, m.Addr4, p.path("ca.crt"), m.cgroup(), containerdSocket, m.etc("resolv.conf"), nodeLeaseSeconds, nodeStatusEvery, volumePluginDir),
 		"kube-proxy.yaml": fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -268,6 +273,10 @@ func (m *Machine) command(d Daemon) ([]string, error) {
 			"--cluster-signing-cert-file", pki("ca.crt"), "--cluster-signing-key-file", pki("ca.key"),
 			"--use-service-account-credentials",
 			"--node-monitor-grace-period", nodeMonitorGrace, "--node-monitor-period", nodeMonitorPeriod,
+			// Its attach-detach controller makes its FlexVolume directory
+			// when it starts (by default the host's /usr/libexec/kubernetes):
+			// the machine's own /var/lib, like the kubelets'.
+			"--flex-volume-plugin-dir", volumePluginDir,
 			"--profiling=false"}, nil
 	case Scheduler:
 		kc := m.etc("scheduler.kubeconfig")
