@@ -1,0 +1,106 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// SoftirqThreads are the kernel's ksoftirqd/N threads, one per CPU: when a
+// CPU's softirq work (every packet received on it: the veths, the netem
+// queues, the bridge) runs too long to finish where it was raised, it is
+// left to that CPU's thread, and waits until the scheduler runs it.
+type SoftirqThreads struct {
+	// Pids are the threads' ids.
+	Pids   []int
+	former []unix.SchedAttr
+}
+
+// FindSoftirqThreads lists the machine's ksoftirqd threads.
+func FindSoftirqThreads() (*SoftirqThreads, error) {
+	comms, err := filepath.Glob("/proc/[0-9]*/comm")
+	if err != nil {
+		return nil, err
+	}
+	s := &SoftirqThreads{}
+	for _, f := range comms {
+		comm, err := os.ReadFile(f)
+		if err != nil {
+			continue // gone since the glob
+		}
+		if !strings.HasPrefix(string(comm), "ksoftirqd/") {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		// A kernel thread has no command line; a process naming itself
+		// ksoftirqd/ does.
+		if cmd, err := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline")); err != nil || len(cmd) > 0 {
+			continue
+		}
+		s.Pids = append(s.Pids, pid)
+	}
+	if len(s.Pids) == 0 {
+		return nil, errors.New("no ksoftirqd thread found in /proc")
+	}
+	return s, nil
+}
+
+// RealTime gives every thread the lowest real-time priority (SCHED_FIFO
+// 1) and remembers what each had, for Restore. A thread of the fair class
+// competes with every cgroup by its share; at the real-time class it runs
+// as soon as it is woken, as the same work does when it runs where it was
+// raised.
+func (s *SoftirqThreads) RealTime() error {
+	if s.former != nil {
+		return errors.New("the softirq threads are real-time already")
+	}
+	var former []unix.SchedAttr
+	for _, pid := range s.Pids {
+		a, err := unix.SchedGetAttr(pid, 0)
+		if err != nil {
+			return errors.Join(fmt.Errorf("reading ksoftirqd (pid %d)'s scheduling: %w", pid, err), s.restore(former))
+		}
+		if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+			return errors.Join(fmt.Errorf("making ksoftirqd (pid %d) real-time: %w", pid, err), s.restore(former))
+		}
+		former = append(former, *a)
+	}
+	s.former = former
+	return nil
+}
+
+// Restore gives each thread back the scheduling RealTime found; it does
+// nothing if RealTime did not run.
+func (s *SoftirqThreads) Restore() error {
+	err := s.restore(s.former)
+	s.former = nil
+	return err
+}
+
+func (s *SoftirqThreads) restore(former []unix.SchedAttr) error {
+	var errs []error
+	for i, a := range former {
+		a.Size = unix.SizeofSchedAttr
+		if err := unix.SchedSetAttr(s.Pids[i], &a, 0); err != nil {
+			errs = append(errs, fmt.Errorf("restoring ksoftirqd (pid %d)'s scheduling: %w", s.Pids[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Policy returns the thread's scheduling policy and real-time priority.
+func Policy(pid int) (policy uint32, priority uint32, err error) {
+	a, err := unix.SchedGetAttr(pid, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	return a.Policy, a.Priority, nil
+}

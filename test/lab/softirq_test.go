@@ -1,0 +1,62 @@
+package lab
+
+import (
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSoftirqThreadsRealTime: every CPU's ksoftirqd is found, made
+// real-time, and given back the scheduling it had.
+func onlineCPUs() (int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(1, &set); err != nil {
+		return 0, err
+	}
+	return set.Count(), nil
+}
+
+func TestSoftirqThreadsRealTime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	s, err := FindSoftirqThreads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := onlineCPUs(); err != nil || len(s.Pids) != n {
+		t.Errorf("found %d ksoftirqd threads %v, the machine has %d CPUs online (%v)", len(s.Pids), s.Pids, n, err)
+	}
+	type sched struct{ policy, priority uint32 }
+	before := map[int]sched{}
+	for _, pid := range s.Pids {
+		p, r, err := Policy(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[pid] = sched{p, r}
+	}
+	if err := s.RealTime(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range s.Pids {
+		if p, r, err := Policy(pid); err != nil || p != unix.SCHED_FIFO || r != 1 {
+			t.Errorf("ksoftirqd (pid %d) after RealTime: policy %d priority %d (%v), want SCHED_FIFO 1", pid, p, r, err)
+		}
+	}
+	if err := s.RealTime(); err == nil {
+		t.Error("RealTime twice did not fail: the second would remember real-time as the threads' own")
+	}
+	if err := s.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range s.Pids {
+		if p, r, err := Policy(pid); err != nil || (sched{p, r}) != before[pid] {
+			t.Errorf("ksoftirqd (pid %d) after Restore: policy %d priority %d (%v), want %v", pid, p, r, err, before[pid])
+		}
+	}
+	if err := s.Restore(); err != nil {
+		t.Errorf("Restore twice: %v", err)
+	}
+}
