@@ -138,8 +138,9 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 // burner's, with the CPU shares of the manifests' request and of the
 // burner pod's on the cluster. A burner starves its own node, not the
 // services of the others. This program, the client and the segment's
-// delay among its work, runs in the lab's group too, with the largest
-// share: a burner must not starve the measurement.
+// delay among its work, runs in the lab's group too, with four nodes'
+// share (harnessMachines): a burner must not starve the measurement, nor
+// the measurement the nodes.
 func (t *labTarget) makeCgroups() error {
 	t.cgroup = "ipfailover-chaos-" + t.c.Name
 	t.groups = map[*lab.Node]nodeGroups{}
@@ -170,7 +171,7 @@ func (t *labTarget) makeCgroups() error {
 	if err != nil {
 		return err
 	}
-	harness, err := lab.NewCPUGroup(t.cgroup+"/harness", harnessCPU)
+	harness, err := lab.NewCPUGroup(t.cgroup+"/harness", harnessMachines*machine)
 	if err != nil {
 		return err
 	}
