@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +63,7 @@ func run() int {
 	kubeBin := flag.String("kube-bin", "bin/kube", "with -target kube: the Kubernetes binaries (make kube-bins)")
 	image := flag.String("image", "localhost/ipfailover:dev", "with -target kube: the ipfailover image (make image), imported into every node")
 	other := flag.String("binary", "", "run this ipfailover binary instead of building ./cmd/ipfailover (another build, to compare)")
+	cpuProfile := flag.String("cpuprofile", "", "write this program's CPU profile (go tool pprof) to this file: what the harness itself costs the machine")
 	reanalyse := flag.String("reanalyse", "", "judge the run recorded in this directory again (its recording.json.gz) with this build's analysis, writing the report into -out (default: that directory); runs nothing")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: chaos [flags]\n\nRuns ipfailover on a three-node lab under a seeded nemesis and reports the outages a client saw. Needs root.\n\n")
@@ -109,6 +111,23 @@ func run() int {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "chaos: the lab builds network namespaces and runs keepalived: run it as root")
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: -cpuprofile:", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: -cpuprofile:", err)
+			return 2
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "chaos: -cpuprofile:", err)
+			}
+		}()
 	}
 	if *out == "" {
 		*out = filepath.Join("out", "chaos", fmt.Sprintf("seed-%d", seed))
