@@ -95,12 +95,3 @@ func (s *SoftirqThreads) restore(former []unix.SchedAttr) error {
 	}
 	return errors.Join(errs...)
 }
-
-// Policy returns the thread's scheduling policy and real-time priority.
-func Policy(pid int) (policy uint32, priority uint32, err error) {
-	a, err := unix.SchedGetAttr(pid, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	return a.Policy, a.Priority, nil
-}

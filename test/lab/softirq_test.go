@@ -31,7 +31,7 @@ func TestSoftirqThreadsRealTime(t *testing.T) {
 	type sched struct{ policy, priority uint32 }
 	before := map[int]sched{}
 	for _, pid := range s.Pids {
-		p, r, err := Policy(pid)
+		p, r, err := policy(pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestSoftirqThreadsRealTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range s.Pids {
-		if p, r, err := Policy(pid); err != nil || p != unix.SCHED_FIFO || r != 1 {
+		if p, r, err := policy(pid); err != nil || p != unix.SCHED_FIFO || r != 1 {
 			t.Errorf("ksoftirqd (pid %d) after RealTime: policy %d priority %d (%v), want SCHED_FIFO 1", pid, p, r, err)
 		}
 	}
@@ -52,11 +52,20 @@ func TestSoftirqThreadsRealTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range s.Pids {
-		if p, r, err := Policy(pid); err != nil || (sched{p, r}) != before[pid] {
+		if p, r, err := policy(pid); err != nil || (sched{p, r}) != before[pid] {
 			t.Errorf("ksoftirqd (pid %d) after Restore: policy %d priority %d (%v), want %v", pid, p, r, err, before[pid])
 		}
 	}
 	if err := s.Restore(); err != nil {
 		t.Errorf("Restore twice: %v", err)
 	}
+}
+
+// policy returns the thread's scheduling policy and real-time priority.
+func policy(pid int) (policy, priority uint32, err error) {
+	a, err := unix.SchedGetAttr(pid, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	return a.Policy, a.Priority, nil
 }
