@@ -54,7 +54,8 @@ func FindSoftirqThreads() (*SoftirqThreads, error) {
 }
 
 // RealTime gives every thread the lowest real-time priority (SCHED_FIFO
-// 1) and remembers what each had, for Restore. A thread of the fair class
+// 1) and remembers what each had, for Restore (the fair class for a
+// thread a killed run left real-time). A thread of the fair class
 // competes with every cgroup by its share; at the real-time class it runs
 // as soon as it is woken, as the same work does when it runs where it was
 // raised.
@@ -67,6 +68,12 @@ func (s *SoftirqThreads) RealTime() error {
 		a, err := unix.SchedGetAttr(pid, 0)
 		if err != nil {
 			return errors.Join(fmt.Errorf("reading ksoftirqd (pid %d)'s scheduling: %w", pid, err), s.restore(former))
+		}
+		if a.Policy == unix.SCHED_FIFO && a.Priority == 1 {
+			// What RealTime sets: a run killed before it restored.
+			// The kernel starts its softirq threads at the fair class,
+			// nice 0.
+			a = &unix.SchedAttr{Policy: unix.SCHED_NORMAL}
 		}
 		if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
 			return errors.Join(fmt.Errorf("making ksoftirqd (pid %d) real-time: %w", pid, err), s.restore(former))

@@ -69,3 +69,39 @@ func policy(pid int) (policy, priority uint32, err error) {
 	}
 	return a.Policy, a.Priority, nil
 }
+
+// TestSoftirqThreadsLeftReal: threads a killed run left real-time are
+// given the kernel's fair class back, not real-time again.
+func TestSoftirqThreadsLeftReal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	s, err := FindSoftirqThreads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.Pids[0]
+	before, err := unix.SchedGetAttr(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.Size = unix.SizeofSchedAttr
+	t.Cleanup(func() {
+		if err := unix.SchedSetAttr(pid, before, 0); err != nil {
+			t.Errorf("giving ksoftirqd (pid %d) its scheduling back: %v", pid, err)
+		}
+	})
+	// A killed run's leftover.
+	if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RealTime(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if p, r, err := policy(pid); err != nil || p != unix.SCHED_NORMAL || r != 0 {
+		t.Errorf("ksoftirqd (pid %d) left real-time, after RealTime and Restore: policy %d priority %d (%v), want SCHED_NORMAL", pid, p, r, err)
+	}
+}
