@@ -124,7 +124,7 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 		}
 		t.out[n] = lab.NewOutput(copyTo)
 	}
-	if err := t.makeCgroups(); err != nil {
+	if err := t.makeCgroups(ctx); err != nil {
 		return nil, errors.Join(err, t.close())
 	}
 	return t, nil
@@ -141,7 +141,7 @@ func newLabTarget(ctx context.Context, o Options) (*labTarget, error) {
 // delay among its work, runs in the lab's group too, with four nodes'
 // share (harnessMachines): a burner must not starve the measurement, nor
 // the measurement the nodes.
-func (t *labTarget) makeCgroups() error {
+func (t *labTarget) makeCgroups(ctx context.Context) error {
 	t.cgroup = "ipfailover-chaos-" + t.c.Name
 	t.groups = map[*lab.Node]nodeGroups{}
 	// The lab weighs against the kernel's own threads (ksoftirqd, the
@@ -163,7 +163,7 @@ func (t *labTarget) makeCgroups() error {
 	if err != nil {
 		return err
 	}
-	if err := softirq.RealTime(); err != nil {
+	if err := softirq.RealTime(ctx); err != nil {
 		return err
 	}
 	t.softirq = softirq

@@ -1,12 +1,14 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +21,14 @@ type SoftirqThreads struct {
 	// Pids are the threads' ids.
 	Pids   []int
 	former []unix.SchedAttr
+	lock   *os.File
 }
+
+// softirqLock is held by whoever has the threads real-time: a second user
+// (a test beside a chaos run, a second run) waits until the first gives
+// them back, so that neither takes the other's real-time for the
+// threads' own. The kernel releases it when its holder dies.
+const softirqLock = "/run/ipfailover-lab-softirq.lock"
 
 // FindSoftirqThreads lists the machine's ksoftirqd threads.
 func FindSoftirqThreads() (*SoftirqThreads, error) {
@@ -53,42 +62,67 @@ func FindSoftirqThreads() (*SoftirqThreads, error) {
 	return s, nil
 }
 
-// RealTime gives every thread the lowest real-time priority (SCHED_FIFO
-// 1) and remembers what each had, for Restore (the fair class for a
+// RealTime waits until no other user has the threads real-time (or ctx
+// ends), gives every thread the lowest real-time priority (SCHED_FIFO 1)
+// and remembers what each had, for Restore (the fair class for a
 // thread a killed run left real-time). A thread of the fair class
 // competes with every cgroup by its share; at the real-time class it runs
 // as soon as it is woken, as the same work does when it runs where it was
 // raised.
-func (s *SoftirqThreads) RealTime() error {
-	if s.former != nil {
+func (s *SoftirqThreads) RealTime(ctx context.Context) error {
+	if s.lock != nil {
 		return errors.New("the softirq threads are real-time already")
+	}
+	lock, err := os.OpenFile(softirqLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	for {
+		err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			lock.Close()
+			return fmt.Errorf("locking %s: %w", softirqLock, err)
+		}
+		select {
+		case <-ctx.Done():
+			lock.Close()
+			return fmt.Errorf("waiting for another run to give the softirq threads back (%s): %w", softirqLock, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	var former []unix.SchedAttr
 	for _, pid := range s.Pids {
 		a, err := unix.SchedGetAttr(pid, 0)
 		if err != nil {
-			return errors.Join(fmt.Errorf("reading ksoftirqd (pid %d)'s scheduling: %w", pid, err), s.restore(former))
+			return errors.Join(fmt.Errorf("reading ksoftirqd (pid %d)'s scheduling: %w", pid, err), s.restore(former), lock.Close())
 		}
 		if a.Policy == unix.SCHED_FIFO && a.Priority == 1 {
-			// What RealTime sets: a run killed before it restored.
+			// What RealTime sets, and nobody holds the lock: a run
+			// killed before it restored.
 			// The kernel starts its softirq threads at the fair class,
 			// nice 0.
 			a = &unix.SchedAttr{Policy: unix.SCHED_NORMAL}
 		}
 		if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
-			return errors.Join(fmt.Errorf("making ksoftirqd (pid %d) real-time: %w", pid, err), s.restore(former))
+			return errors.Join(fmt.Errorf("making ksoftirqd (pid %d) real-time: %w", pid, err), s.restore(former), lock.Close())
 		}
 		former = append(former, *a)
 	}
-	s.former = former
+	s.former, s.lock = former, lock
 	return nil
 }
 
-// Restore gives each thread back the scheduling RealTime found; it does
-// nothing if RealTime did not run.
+// Restore gives each thread back the scheduling RealTime found and
+// releases the lock; it does nothing if RealTime did not run.
 func (s *SoftirqThreads) Restore() error {
-	err := s.restore(s.former)
-	s.former = nil
+	if s.lock == nil {
+		return nil
+	}
+	err := errors.Join(s.restore(s.former), s.lock.Close())
+	s.former, s.lock = nil, nil
 	return err
 }
 
