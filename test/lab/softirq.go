@@ -100,10 +100,9 @@ func (s *SoftirqThreads) RealTime(ctx context.Context) error {
 			return errors.Join(fmt.Errorf("reading ksoftirqd (pid %d)'s scheduling: %w", pid, err), s.restore(former), lock.Close())
 		}
 		if a.Policy == unix.SCHED_FIFO && a.Priority == 1 {
-			// What RealTime sets, and nobody holds the lock: a run
-			// killed before it restored.
-			// The kernel starts its softirq threads at the fair class,
-			// nice 0.
+			// What RealTime sets, while nobody holds the lock: a run
+			// killed before it restored. The kernel starts its softirq
+			// threads at the fair class, nice 0.
 			a = &unix.SchedAttr{Policy: unix.SCHED_NORMAL}
 		}
 		if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
