@@ -84,8 +84,9 @@ reference:
 
 # perf-docs writes docs/performance/results.md from the last runs' outputs:
 # make bench's table (BENCH_MD) and make chaos's reports (CHAOS_REPORTS),
-# each with its commit, date and machine. PERF_NOTE adds a paragraph on
-# where the figures come from when they are not this machine's last runs.
+# each with its commit, date and machine. PERF_NOTE adds a note a reader of
+# the tables needs (where the figures come from when they are not this
+# machine's last runs); the notes are held to a few lines.
 BENCH_MD      ?= out/bench.md
 CHAOS_REPORTS ?= $(wildcard out/chaos/*/report.md)
 # (The note goes through the environment, so that its quotes and
@@ -98,10 +99,12 @@ BENCH_EXTRA   ?=
 # PERF_PREVIOUS=docs/performance/results.md carries the page forward
 # instead (its bench part, notes and chaos runs), adding BENCH_EXTRA,
 # CHAOS_REPORTS and PERF_NOTE: for a machine that has new runs but not the
-# bench outputs the page was made from.
+# bench outputs the page was made from. PERF_REPLACE_NOTES=1 drops the
+# carried notes, PERF_NOTE then being the only one.
 PERF_PREVIOUS ?=
+PERF_REPLACE_NOTES ?=
 perf-docs:
-	$(GO) run ./test/cmd/perfdocs $(if $(PERF_PREVIOUS),-previous $(PERF_PREVIOUS),-bench $(BENCH_MD)) $(foreach f,$(BENCH_EXTRA),-extra $(f)) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
+	$(GO) run ./test/cmd/perfdocs $(if $(PERF_PREVIOUS),-previous $(PERF_PREVIOUS),-bench $(BENCH_MD)) $(if $(PERF_REPLACE_NOTES),-replace-notes) $(foreach f,$(BENCH_EXTRA),-extra $(f)) -note "$$PERF_NOTE" -o docs/performance/results.md $(CHAOS_REPORTS)
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParseVIPs$$' -fuzztime $(FUZZTIME)

@@ -3,14 +3,20 @@
 // commit, date and machine) and the reports make chaos writes to
 // out/chaos/seed-N[-kube]/report.md. make perf-docs runs it.
 //
-//	go run ./test/cmd/perfdocs [-bench out/bench.md] [-o docs/performance/results.md] [-note TEXT] [REPORT.md ...]
-//	go run ./test/cmd/perfdocs -previous docs/performance/results.md [-note TEXT] [REPORT.md ...]
+//	go run ./test/cmd/perfdocs [-bench out/bench.md] [-o docs/performance/results.md] [-note TEXT ...] [REPORT.md ...]
+//	go run ./test/cmd/perfdocs -previous docs/performance/results.md [-replace-notes] [-note TEXT ...] [REPORT.md ...]
 //
 // With -previous the page is the previous page carried forward: its bench
 // part and its notes as they are, its chaos runs, and the reports given
 // added to them (a report of a run already there replaces its row), with
-// the note after the earlier ones. The outputs under out/ stay on the
-// machine that made them; the page is what a later one has of them.
+// the notes given after the earlier ones (or in their place, with
+// -replace-notes). The outputs under out/ stay on the machine that made
+// them; the page is what a later one has of them.
+//
+// The page is tables, each with the commit, date and machine of its run,
+// and a few notes a reader of them needs, at most maxNoteLines lines: the
+// story of how the runs came about belongs in the commit messages and
+// CHANGELOG.md, so a page whose notes run longer is refused.
 package main
 
 import (
@@ -30,7 +36,14 @@ import (
 func main() {
 	benchPath := flag.String("bench", "out/bench.md", "the table make bench wrote")
 	out := flag.String("o", "docs/performance/results.md", "the page to write")
-	note := flag.String("note", "", "a paragraph on where the figures come from, when the outputs are not this machine's last runs")
+	var notes []string
+	flag.Func("note", "a note a reader of the tables needs, such as where the figures come from when the outputs are not this machine's last runs (repeatable; empty ones are left out)", func(v string) error {
+		if v = strings.Join(strings.Fields(v), " "); v != "" {
+			notes = append(notes, v)
+		}
+		return nil
+	})
+	replaceNotes := flag.Bool("replace-notes", false, "with -previous, the notes given replace the previous page's instead of following them")
 	var extra []string
 	flag.Func("extra", "a table of a later partial run (make bench's -only), shown after the whole run's (or, with -previous, after the page's bench part) with its measured rows (repeatable)", func(v string) error {
 		extra = append(extra, v)
@@ -40,9 +53,9 @@ func main() {
 	flag.Parse()
 	var err error
 	if *previous != "" {
-		err = carry(*previous, extra, flag.Args(), *out, *note)
+		err = carry(*previous, extra, flag.Args(), *out, notes, *replaceNotes)
 	} else {
-		err = run(*benchPath, extra, flag.Args(), *out, *note)
+		err = run(*benchPath, extra, flag.Args(), *out, notes)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "perfdocs:", err)
@@ -50,7 +63,7 @@ func main() {
 	}
 }
 
-func run(benchPath string, extraPaths, reports []string, out, note string) error {
+func run(benchPath string, extraPaths, reports []string, out string, notes []string) error {
 	data, err := os.ReadFile(benchPath)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s does not exist: run make bench first", benchPath)
@@ -70,7 +83,11 @@ func run(benchPath string, extraPaths, reports []string, out, note string) error
 	if err != nil {
 		return err
 	}
-	return write(out, render(newPage(b, extra, note), runs))
+	page, err := render(newPage(b, extra, notes), runs)
+	if err != nil {
+		return err
+	}
+	return write(out, page)
 }
 
 // readExtra reads the tables of later partial runs.
@@ -91,7 +108,7 @@ func readExtra(paths []string) ([]benchTable, error) {
 }
 
 // carry writes out from the page at previous with the reports' runs added.
-func carry(previous string, extraPaths, reports []string, out, note string) error {
+func carry(previous string, extraPaths, reports []string, out string, notes []string, replaceNotes bool) error {
 	data, err := os.ReadFile(previous)
 	if err != nil {
 		return err
@@ -107,14 +124,19 @@ func carry(previous string, extraPaths, reports []string, out, note string) erro
 	for _, e := range extra {
 		pg.bench += extraSection(e)
 	}
-	if note != "" {
-		pg.notes = append(pg.notes, note)
+	if replaceNotes {
+		pg.notes = nil
 	}
+	pg.notes = append(pg.notes, notes...)
 	runs, err := readReports(reports)
 	if err != nil {
 		return err
 	}
-	return write(out, render(pg, runs))
+	page, err := render(pg, runs)
+	if err != nil {
+		return err
+	}
+	return write(out, page)
 }
 
 func readReports(paths []string) ([]chaosRun, error) {
@@ -299,9 +321,9 @@ func fmtDur(d time.Duration) string {
 }
 
 // page is the results page but for the runs given to it: the whole bench
-// run's provenance, the notes on where the figures come from, the bench
-// part (the whole run's table and the later partial ones) and the chaos
-// runs of earlier pages.
+// run's provenance, the notes a reader of the tables needs, the bench part
+// (the whole run's table and the later partial ones) and the chaos runs of
+// earlier pages.
 type page struct {
 	provenance string
 	notes      []string
@@ -314,14 +336,10 @@ type chaosRow struct {
 	dir, start, line string
 }
 
-func newPage(b benchTable, extra []benchTable, note string) page {
-	dirty := ""
-	if b.uncommittedAtBenchTime {
-		dirty = " with uncommitted changes"
-	}
-	pg := page{provenance: fmt.Sprintf("Measured by `make bench` at commit %s%s on %s, %d rounds, on %s.", b.commit, dirty, b.date, b.rounds, b.machine)}
-	if note != "" {
-		pg.notes = []string{note}
+func newPage(b benchTable, extra []benchTable, notes []string) page {
+	pg := page{
+		provenance: fmt.Sprintf("Measured by `make bench` at commit %s%s on %s, %d rounds, on %s.", b.commit, dirty(b), b.date, b.rounds, b.machine),
+		notes:      notes,
 	}
 	var w strings.Builder
 	w.WriteString(b.table + "\n\n")
@@ -332,9 +350,17 @@ func newPage(b benchTable, extra []benchTable, note string) page {
 	return pg
 }
 
+// dirty says so when b was measured on a tree with uncommitted changes.
+func dirty(b benchTable) string {
+	if b.uncommittedAtBenchTime {
+		return " with uncommitted changes"
+	}
+	return ""
+}
+
 // extraSection shows the measured rows of a later partial run.
 func extraSection(e benchTable) string {
-	return fmt.Sprintf("### At commit %s on %s\n\n", e.commit, e.date) +
+	return fmt.Sprintf("### At commit %s%s on %s\n\n", e.commit, dirty(e), e.date) +
 		fmt.Sprintf("Rows of a later run of some phases (`make bench`'s `-only`), %d rounds, on %s:\n\n", e.rounds, e.machine) +
 		measuredRows(e.table) + "\n\n"
 }
@@ -342,13 +368,24 @@ func extraSection(e benchTable) string {
 // The lines render writes around the parts parsePage reads back.
 const (
 	generated  = "<!-- Generated by `make perf-docs` from make bench's out/bench.md and make chaos's reports; DO NOT EDIT. -->"
-	replaceIt  = "(and `make chaos`) to replace it."
+	notesHead  = "## Notes"
 	benchHead  = "## make bench"
+	wholeHead  = "### The whole run"
 	chaosHead  = "## make chaos"
 	chaosTable = "| run | commit | started | faults | result | available, per VIP | longest outage | on two nodes | load |"
 )
 
-// parsePage reads back a page render wrote.
+// The notes are a bulleted list, each note wrapped at noteWidth columns,
+// of at most maxNoteLines lines in all.
+const (
+	noteWidth    = 100
+	maxNoteLines = 19
+)
+
+// parsePage reads back a page render wrote: the line saying where the
+// whole bench run was measured, wherever it stands before the chaos part;
+// the bench part after it; the notes under their heading; and the chaos
+// runs' rows.
 func parsePage(data []byte) (page, error) {
 	var pg page
 	text := string(data)
@@ -363,20 +400,21 @@ func parsePage(data []byte) (page, error) {
 	if !ok {
 		return pg, fmt.Errorf("no %q section", chaosHead)
 	}
-	pg.bench = strings.Trim(bench, "\n") + "\n\n"
-	_, notes, ok := strings.Cut(head, replaceIt+"\n")
-	for _, line := range strings.Split(head, "\n") {
+	for _, line := range strings.Split(head+"\n"+bench, "\n") {
 		if strings.HasPrefix(line, "Measured by `make bench`") {
 			pg.provenance = line
+			break
 		}
 	}
-	if !ok || pg.provenance == "" {
+	if pg.provenance == "" {
 		return pg, errors.New("no line saying where the bench table was measured")
 	}
-	for _, n := range strings.Split(strings.TrimSpace(notes), "\n\n") {
-		if n = strings.TrimSpace(n); n != "" {
-			pg.notes = append(pg.notes, n)
-		}
+	if _, after, ok := strings.Cut(bench, pg.provenance+"\n"); ok {
+		bench = after
+	}
+	pg.bench = strings.Trim(bench, "\n") + "\n\n"
+	if _, notes, ok := strings.Cut(head, "\n"+notesHead+"\n"); ok {
+		pg.notes = parseNotes(notes)
 	}
 	inTable := false
 	for _, line := range strings.Split(chaos, "\n") {
@@ -395,48 +433,97 @@ func parsePage(data []byte) (page, error) {
 	return pg, nil
 }
 
-// render is the results page.
-func render(pg page, runs []chaosRun) []byte {
+// parseNotes reads back the bulleted list wrapNote wrote, each note on
+// one line again.
+func parseNotes(text string) []string {
+	var notes []string
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "- "):
+			notes = append(notes, strings.TrimPrefix(line, "- "))
+		case strings.HasPrefix(line, "  ") && len(notes) > 0:
+			notes[len(notes)-1] += " " + strings.TrimSpace(line)
+		}
+	}
+	return notes
+}
+
+// wrapNote is note as a bullet, its words wrapped at noteWidth columns and
+// its further lines indented under the first. A word that would open a
+// block of its own at the start of a line (a list item, a heading, a
+// quote) stays on the line before, past the width.
+func wrapNote(note string) []string {
+	var lines []string
+	line := "-"
+	for _, word := range strings.Fields(note) {
+		if len(line) > 2 && len(line)+1+len(word) > noteWidth && !opensBlock.MatchString(word) {
+			lines = append(lines, line)
+			line = " "
+		}
+		line += " " + word
+	}
+	return append(lines, line)
+}
+
+// opensBlock matches a word that, first on a line, makes Markdown start a
+// list item, heading, quote or rule there.
+var opensBlock = regexp.MustCompile(`^([+*>]|-+|=+|#{1,6}|\d{1,9}[.)])$`)
+
+// render is the results page. It refuses notes longer than maxNoteLines.
+func render(pg page, runs []chaosRun) ([]byte, error) {
+	var notes []string
+	for _, n := range pg.notes {
+		notes = append(notes, wrapNote(n)...)
+	}
+	if len(notes) > maxNoteLines {
+		return nil, fmt.Errorf("the notes take %d lines, more than %d: keep to what a reader of the tables needs; how the runs came about goes in the commit messages and CHANGELOG.md", len(notes), maxNoteLines)
+	}
 	var w bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
 	p("%s", generated)
 	p("")
 	p("# Performance results")
 	p("")
+	p("What `make bench` and `make chaos` measured, each table with the commit, date and machine of its")
+	p("run. How they measure, and what each row means: [performance](../performance.md).")
+	if len(notes) > 0 {
+		p("")
+		p("%s", notesHead)
+		p("")
+		for _, line := range notes {
+			p("%s", line)
+		}
+	}
+	p("")
+	p("%s", benchHead)
+	p("")
+	p("%s", wholeHead)
+	p("")
 	p("%s", pg.provenance)
+	p("")
+	w.WriteString(pg.bench)
+	p("%s", chaosHead)
+	p("")
 	rows := slices.Clone(pg.rows)
 	for _, r := range runs {
 		rows = slices.DeleteFunc(rows, func(o chaosRow) bool { return o.dir == r.dir })
 		rows = append(rows, chaosRow{dir: r.dir, start: r.start, line: r.row()})
 	}
-	if len(rows) > 0 {
-		p("`make chaos` runs: below, each with its commit and start.")
-	}
-	p("This page is written by `make perf-docs` from those runs' outputs; run it after `make bench`")
-	p("%s", replaceIt)
-	for _, n := range pg.notes {
-		p("")
-		p("%s", n)
-	}
-	p("")
-	p("%s", benchHead)
-	p("")
-	w.WriteString(pg.bench)
-	p("%s", chaosHead)
-	p("")
 	if len(rows) == 0 {
 		p("No `make chaos` report was given to this page.")
-		return w.Bytes()
+		return w.Bytes(), nil
 	}
 	slices.SortFunc(rows, func(x, y chaosRow) int { return strings.Compare(x.start+x.dir, y.start+y.dir) })
-	p("Per run: the faults its seed drew, the result, each VIP's availability (the lowest and the highest), the longest outage and the longest time a VIP sat on two nodes.")
+	p("Per run, from its report (`out/chaos/RUN/report.md`): the commit it ran, its start, the faults its seed")
+	p("drew, the result, each VIP's availability (the lowest and the highest), the longest outage, the")
+	p("longest time a VIP sat on two nodes, and the machine: its load average during the run and its cores.")
 	p("")
 	p("%s", chaosTable)
 	p("|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		p("%s", r.line)
 	}
-	return w.Bytes()
+	return w.Bytes(), nil
 }
 
 // row is r's row in the page's table of chaos runs.
