@@ -142,9 +142,10 @@ check "keepalived has no SNMP and no DBUS" bash -c '! grep -qE "SNMP|DBUS" <<<"$
 echo "      | keepalived options: $opts"
 
 # --- size and contents ------------------------------------------------------
-# At most 80 MB as podman counts it (issue 22). The file system is exactly
-# the files of the Debian packages its dpkg database lists, checked by the
-# host's dpkg against their checksums, plus what the build adds.
+# At most 80 MB as podman counts it (test/bench's bound too). The file
+# system is exactly the files of the Debian packages its dpkg database
+# lists, checked by the host's dpkg against their checksums, plus what the
+# build adds.
 size=$(inspect '{{.Size}}')
 check "image size $((size / 1000000)) MB <= 80 MB" test "$size" -le 80000000
 if mnt=$(podman_ image mount "$IMAGE"); then

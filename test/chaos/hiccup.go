@@ -172,8 +172,8 @@ func (d *Data) silentSpans(vip netip.Addr, fails, downs [][]Interval) []Interval
 // the probes' deadline. The segment's loss fails probes one by one (a
 // tenth of a second of them in a row is already rare at 5 %), and its
 // start and end, which replace the queue of delayed packets, fail every
-// probe then in flight at every node at once (up to the deadline and a
-// probe's interval: 241 ms was the longest in stop 40's runs).
+// probe then in flight at every node at once (for up to the deadline and
+// a probe's interval).
 const segmentSilence = 2 * ProbeDeadline
 
 // unannouncedSpans are the spans in which the client sent vip's packets

@@ -28,9 +28,9 @@ const (
 	rowRollbackTwc  = "kube: rollback (rollout undo) → %s: longest time on two nodes per VIP"
 )
 
-// Targets of the rows, from issue 28: every VIP of a dead, frozen or cut
-// off holder answers elsewhere within a second; during an update between
-// images no VIP is on two nodes longer than a second.
+// Targets of the rows: every VIP of a dead, frozen or cut off holder
+// answers elsewhere within a second; during an update between images no
+// VIP is on two nodes longer than a second.
 const (
 	failoverTarget = 1.0
 	twiceTarget    = 1.0

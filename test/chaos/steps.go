@@ -117,11 +117,10 @@ const programCPU = 1000
 // machines (a node's share): enough that a node's burner does not hold off
 // the client or the segment's delay queue (at 4, 80 % of a CPU against a
 // saturated node), little enough that a busy harness does not hold off
-// the nodes. At the largest share there is (128 machines) the harness,
-// busy with a storm's client load, took half of a CPU for 0.74 s while
-// starved node2's ipfailover waited for all of it, runnable (traced in
-// stop 41): the scheduler gives a group its turn in proportion to its
-// weight.
+// the nodes. At the largest share there is (128 machines) a harness busy
+// with a storm's client load holds a starved node's ipfailover, runnable,
+// off the CPU for longer than the fast adverts' master-down interval: the
+// scheduler gives a group its turn in proportion to its weight.
 const harnessMachines = 4
 
 // starveCPURequest is the CPU request of a cpu-starve fault's burner, in
