@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 func main() {
@@ -448,7 +449,7 @@ func parseNotes(text string) []string {
 	return notes
 }
 
-// wrapNote is note as a bullet, its words wrapped at noteWidth columns and
+// wrapNote is note as a bullet, its words wrapped at noteWidth characters and
 // its further lines indented under the first. A word that would open a
 // block of its own at the start of a line (a list item, a heading, a
 // quote) stays on the line before, past the width.
@@ -456,7 +457,7 @@ func wrapNote(note string) []string {
 	var lines []string
 	line := "-"
 	for _, word := range strings.Fields(note) {
-		if len(line) > 2 && len(line)+1+len(word) > noteWidth && !opensBlock.MatchString(word) {
+		if len(line) > 2 && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > noteWidth && !opensBlock.MatchString(word) {
 			lines = append(lines, line)
 			line = " "
 		}

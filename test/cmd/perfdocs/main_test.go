@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -233,7 +234,7 @@ func TestCarry(t *testing.T) {
 // it was, a word that would open a block never starts a line, and notes
 // past maxNoteLines are refused.
 func TestNotes(t *testing.T) {
-	long := strings.Repeat("word ", 30) + "- + 1. ## > " + strings.Repeat("more ", 40) + "end"
+	long := strings.Repeat("word ", 30) + "- + 1. ## > " + strings.Repeat("more ", 20) + strings.Repeat("0.2–0.3 ", 20) + "end"
 	lines := wrapNote(long)
 	if len(lines) < 3 {
 		t.Fatalf("%d lines, want the note wrapped:\n%s", len(lines), strings.Join(lines, "\n"))
@@ -245,8 +246,10 @@ func TestNotes(t *testing.T) {
 			t.Errorf("line %d %q: want a bullet and its indented lines", i, line)
 		case i > 0 && opensBlock.MatchString(first):
 			t.Errorf("line %d %q starts with a block marker", i, line)
-		case len(line) > noteWidth && !strings.Contains(line, " - ") && !strings.Contains(line, " + "):
-			t.Errorf("line %d is %d columns, more than %d", i, len(line), noteWidth)
+		case utf8.RuneCountInString(line) > noteWidth && !strings.Contains(line, " - ") && !strings.Contains(line, " + "):
+			t.Errorf("line %d is %d characters, more than %d", i, utf8.RuneCountInString(line), noteWidth)
+		case i < len(lines)-1 && utf8.RuneCountInString(line+" "+strings.Fields(lines[i+1])[0]) <= noteWidth:
+			t.Errorf("line %d %q ends short: the next word fits on it", i, line)
 		}
 	}
 	notes := []string{long, "A short one."}
