@@ -515,9 +515,10 @@ func render(pg page, runs []chaosRun) ([]byte, error) {
 		return w.Bytes(), nil
 	}
 	slices.SortFunc(rows, func(x, y chaosRow) int { return strings.Compare(x.start+x.dir, y.start+y.dir) })
-	p("Per run, from its report (`out/chaos/RUN/report.md`): the commit it ran, its start, the faults its seed")
-	p("drew, the result, each VIP's availability (the lowest and the highest), the longest outage, the")
-	p("longest time a VIP sat on two nodes, and the machine: its load average during the run and its cores.")
+	p("Per run, from its report (`out/chaos/RUN/report.md`): the commit it ran, its start, the faults")
+	p("its seed drew, the result, each VIP's availability (the lowest and the highest), the longest")
+	p("outage, the longest time a VIP sat on two nodes, and the machine: its load average during the run")
+	p("and its cores.")
 	p("")
 	p("%s", chaosTable)
 	p("|---|---|---|---|---|---|---|---|---|")
