@@ -36,11 +36,11 @@ const (
 	DefaultKeepalivedConfig  = "/etc/keepalived/keepalived.conf"
 	DefaultMetricsAddress    = ":9650"
 	DefaultAdvertInterval    = time.Second
-	// FastAdvertInterval is the advert interval of a fleet whose peers come
-	// from the pods, OPENSHIFT_HA_ADVERT_INTERVAL unset, while every pod
-	// of the workload can speak it (Config.FleetAdverts), up to 200 VRRP
-	// instances (FastAdvertRate): VRRPv3, a dead holder's VIPs taken after
-	// three of them. Chosen from measurements (docs/performance.md).
+	// FastAdvertInterval is the advert interval of the pods of a workload
+	// whose peers come from the pods, OPENSHIFT_HA_ADVERT_INTERVAL unset,
+	// up to 200 VRRP instances (FastAdvertRate): VRRPv3, a dead holder's
+	// VIPs taken after three of them. Chosen from measurements
+	// (docs/performance.md).
 	FastAdvertInterval = 200 * time.Millisecond
 	// FastAdvertRate is the most adverts a second a fleet at the fast
 	// interval sends, over all its VRRP instances: past
@@ -216,16 +216,13 @@ type Config struct {
 	Preemption    Preemption
 	AdminEmails   []string
 	SMTPServer    string
-	// AdvertInterval is advert_int; fractions need VRRPv3. With
-	// FleetAdverts it is the slow interval, the fleet's fast one being
-	// FastInterval (Config.Adverts).
+	// AdvertInterval is OPENSHIFT_HA_ADVERT_INTERVAL, DefaultAdvertInterval
+	// when unset: advert_int without the peers from the pods, and what
+	// the nodes that do not follow the pods speak (BridgeAdverts).
 	AdvertInterval time.Duration
-	// FleetAdverts is set with the peers from the pods,
-	// OPENSHIFT_HA_ADVERT_INTERVAL unset and the multicast bridge not
-	// forced on: the fleet speaks VRRPv3 at its fast interval
-	// (FastInterval) while every pod can (Node.FastAdverts), VRRPv2 at 1 s
-	// otherwise.
-	FleetAdverts bool
+	// AdvertIntervalSet says that OPENSHIFT_HA_ADVERT_INTERVAL is set:
+	// with the peers from the pods it replaces the fast interval.
+	AdvertIntervalSet bool
 	// GARPRefresh is how often a master announces its VIPs again
 	// (keepalived's vrrp_garp_master_refresh), 0 for never; each time it
 	// sends GARPRefreshRepeat announcements per VIP.
@@ -321,9 +318,7 @@ func Parse(r Raw) (*Config, error) {
 	c.PeersFromPods = r.PeersFrom != "" && c.Unicast
 	c.PodName, c.PodNamespace = podIdentity(&p, r.PodName, r.PodNamespace)
 	c.MulticastBridge = bridge(&p, r.MulticastBridge, c.Unicast)
-	// A bridge forced on relays to multicast nodes the watch does not
-	// see: they speak VRRPv2 at 1 s.
-	c.FleetAdverts = c.PeersFromPods && r.AdvertInterval == "" && c.MulticastBridge != BridgeOn
+	c.AdvertIntervalSet = r.AdvertInterval != ""
 
 	if c.IPTablesChain != "" {
 		if err := iptables.CheckChainName(c.IPTablesChain); err != nil {
@@ -545,15 +540,37 @@ func preemption(p *problems, value string) Preemption {
 	return Preemption{Delay: DefaultPreemptDelay}
 }
 
-// Adverts is the advert interval keepalived runs on node, and whether it
-// speaks VRRPv3 for IPv4 (IPv6 is always VRRPv3): fractions of a second
-// need it.
-func (c *Config) Adverts(node Node) (interval time.Duration, v3 bool) {
-	interval = c.AdvertInterval
-	if c.FleetAdverts && node.FastAdverts {
-		interval = c.FastInterval()
+// Adverts is the advert interval keepalived runs with, and whether it
+// speaks VRRPv3 for IPv4 (IPv6 is always VRRPv3).
+//
+// With the peers from the pods every pod speaks VRRPv3, at
+// OPENSHIFT_HA_ADVERT_INTERVAL when set, else at the fast interval
+// (FastInterval): VRRPv3 routers at different intervals hear each other
+// (a backup takes the master's interval from its adverts), so no setting
+// of any pod and no moment of a rollout can leave two pods of the
+// workload unable to hear each other. The nodes that speak VRRPv2 (the
+// shipped image, older images, multicast mode) hear the multicast
+// bridge, in their own VRRP (BridgeAdverts).
+//
+// Otherwise it is OPENSHIFT_HA_ADVERT_INTERVAL or 1 s, VRRPv3 for
+// fractions of a second (VRRPv2 has whole seconds only), VRRPv2 else: what
+// the shipped image speaks.
+func (c *Config) Adverts() (interval time.Duration, v3 bool) {
+	if c.PeersFromPods {
+		if c.AdvertIntervalSet {
+			return c.AdvertInterval, true
+		}
+		return c.FastInterval(), true
 	}
-	return interval, interval%time.Second != 0
+	return c.BridgeAdverts()
+}
+
+// BridgeAdverts is the VRRP the nodes that do not follow the pods speak,
+// as this node's settings give it (the same ConfigMap): OPENSHIFT_HA_ADVERT_INTERVAL
+// or 1 s, VRRPv3 for a fraction of a second, VRRPv2 else. The multicast
+// bridge relays this node's masters to them in it.
+func (c *Config) BridgeAdverts() (interval time.Duration, v3 bool) {
+	return c.AdvertInterval, c.AdvertInterval%time.Second != 0
 }
 
 // FastInterval is the fleet's fast advert interval for its VRRP

@@ -450,23 +450,27 @@ func TestOnPremRouterIDs(t *testing.T) {
 	}
 }
 
-// The advert interval follows the fleet only with the peers from the pods
-// and no OPENSHIFT_HA_ADVERT_INTERVAL.
+// With the peers from the pods keepalived speaks VRRPv3 whatever the
+// interval, so that no setting of a pod leaves it unable to hear the
+// others; otherwise VRRPv2 but for fractions of a second. BridgeAdverts,
+// what the nodes that do not follow the pods speak, is the setting or 1 s.
 func TestAdverts(t *testing.T) {
 	for _, tt := range []struct {
-		name     string
-		raw      Raw
-		fast     bool
-		interval time.Duration
-		v3       bool
+		name           string
+		raw            Raw
+		interval       time.Duration
+		v3             bool
+		bridgeInterval time.Duration
+		bridgeV3       bool
 	}{
-		{"pods, every pod fast", Raw{PeersFrom: "pods", PodName: "p"}, true, FastAdvertInterval, true},
-		{"pods, a slow pod", Raw{PeersFrom: "pods", PodName: "p"}, false, time.Second, false},
-		{"pods, explicit", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "1"}, true, time.Second, false},
-		{"pods, explicit fraction", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "0.5"}, false, 500 * time.Millisecond, true},
-		{"pods, the bridge forced on", Raw{PeersFrom: "pods", PodName: "p", MulticastBridge: "true"}, true, time.Second, false},
-		{"static peers", Raw{UnicastPeers: "192.0.2.11,192.0.2.12"}, true, time.Second, false},
-		{"multicast", Raw{}, true, time.Second, false},
+		{"pods", Raw{PeersFrom: "pods", PodName: "p"}, FastAdvertInterval, true, time.Second, false},
+		{"pods, explicit", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "1"}, time.Second, true, time.Second, false},
+		{"pods, explicit 2 s", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "2"}, 2 * time.Second, true, 2 * time.Second, false},
+		{"pods, explicit fraction", Raw{PeersFrom: "pods", PodName: "p", AdvertInterval: "0.5"}, 500 * time.Millisecond, true, 500 * time.Millisecond, true},
+		{"pods, the bridge forced on", Raw{PeersFrom: "pods", PodName: "p", MulticastBridge: "true"}, FastAdvertInterval, true, time.Second, false},
+		{"static peers", Raw{UnicastPeers: "192.0.2.11,192.0.2.12"}, time.Second, false, time.Second, false},
+		{"static peers, fraction", Raw{UnicastPeers: "192.0.2.11,192.0.2.12", AdvertInterval: "0.3"}, 300 * time.Millisecond, true, 300 * time.Millisecond, true},
+		{"multicast", Raw{}, time.Second, false, time.Second, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.raw.VirtualIPs = "192.0.2.100"
@@ -474,9 +478,13 @@ func TestAdverts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			interval, v3 := c.Adverts(Node{FastAdverts: tt.fast})
+			interval, v3 := c.Adverts()
 			if interval != tt.interval || v3 != tt.v3 {
 				t.Errorf("Adverts = %v, v3 %v; want %v, v3 %v", interval, v3, tt.interval, tt.v3)
+			}
+			interval, v3 = c.BridgeAdverts()
+			if interval != tt.bridgeInterval || v3 != tt.bridgeV3 {
+				t.Errorf("BridgeAdverts = %v, v3 %v; want %v, v3 %v", interval, v3, tt.bridgeInterval, tt.bridgeV3)
 			}
 		})
 	}
@@ -484,7 +492,7 @@ func TestAdverts(t *testing.T) {
 
 // TestFastInterval: past 200 VRRP instances the fast interval grows, in
 // hundredths of a second, so that the fleet sends at most FastAdvertRate
-// adverts a second; an explicit interval or a slow fleet is untouched.
+// adverts a second; an explicit interval is untouched.
 func TestFastInterval(t *testing.T) {
 	for _, tt := range []struct {
 		vips string
@@ -507,12 +515,9 @@ func TestFastInterval(t *testing.T) {
 			if got := c.FastInterval(); got != tt.want {
 				t.Errorf("FastInterval with %d instances = %v, want %v", len(c.Groups), got, tt.want)
 			}
-			interval, v3 := c.Adverts(Node{FastAdverts: true})
+			interval, v3 := c.Adverts()
 			if interval != tt.want || !v3 {
-				t.Errorf("Adverts, every pod fast = %v, v3 %v; want %v, v3", interval, v3, tt.want)
-			}
-			if interval, _ := c.Adverts(Node{}); interval != time.Second {
-				t.Errorf("Adverts, a slow pod = %v, want 1s", interval)
+				t.Errorf("Adverts = %v, v3 %v; want %v, v3", interval, v3, tt.want)
 			}
 		})
 	}
@@ -520,7 +525,7 @@ func TestFastInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if interval, _ := c.Adverts(Node{FastAdverts: true}); interval != 200*time.Millisecond {
+	if interval, _ := c.Adverts(); interval != 200*time.Millisecond {
 		t.Errorf("Adverts with OPENSHIFT_HA_ADVERT_INTERVAL=0.2 and 254 instances = %v, want 200ms", interval)
 	}
 }

@@ -18,11 +18,9 @@ type Node struct {
 	// either may be the zero Addr.
 	Addr4, Addr6 netip.Addr
 	// Members are, with PeersFromPods, the addresses the workload's other
-	// pods publish (each one's SourceAddr); nil otherwise.
+	// pods that speak this node's VRRP publish (each one's SourceAddr);
+	// nil otherwise.
 	Members []netip.Addr
-	// FastAdverts says, with Config.FleetAdverts, that every other pod of
-	// the workload can speak the fleet's fast adverts.
-	FastAdverts bool
 }
 
 // SourceAddr is the address this node sends unicast VRRP from for the

@@ -195,8 +195,8 @@ func Settings() []Setting {
 		},
 		{
 			Name:    "OPENSHIFT_HA_ADVERT_INTERVAL",
-			Default: "unset: " + code(seconds(FastAdvertInterval)) + " (VRRPv3) while every pod of the workload speaks it, with `OPENSHIFT_HA_UNICAST_PEERS_FROM=pods` (longer past " + fmt.Sprint(int64(FastAdvertRate*FastAdvertInterval/time.Second)) + " VRRP instances, so that they send at most " + fmt.Sprint(FastAdvertRate) + " adverts a second: " + code(seconds(FastIntervalFor(254))) + " at 254); " + code(seconds(DefaultAdvertInterval)) + " (VRRPv2) otherwise",
-			Meaning: "VRRP advert interval in seconds; a dead node's VIPs move after 3 of them. Set, it holds for every mode; fractions (`0.1`) switch IPv4 to VRRPv3. Every node of the VRRP domain must use the same value, so leave it unset during a migration from the shipped image ([concepts](docs/concepts.md#advert-interval))",
+			Default: "unset: " + code(seconds(FastAdvertInterval)) + " with `OPENSHIFT_HA_UNICAST_PEERS_FROM=pods` (longer past " + fmt.Sprint(int64(FastAdvertRate*FastAdvertInterval/time.Second)) + " VRRP instances, so that they send at most " + fmt.Sprint(FastAdvertRate) + " adverts a second: " + code(seconds(FastIntervalFor(254))) + " at 254); " + code(seconds(DefaultAdvertInterval)) + " otherwise",
+			Meaning: "VRRP advert interval in seconds; a dead node's VIPs move after 3 of them. With the peers from the pods every pod speaks VRRPv3, at this interval or the fast one, and pods at different intervals hear each other. Otherwise whole seconds are VRRPv2 and fractions (`0.1`) VRRPv3, and every node of the VRRP domain must use the same value. The multicast bridge speaks it, or 1 s, to the nodes that do not follow the pods ([concepts](docs/concepts.md#advert-interval))",
 			New:     true,
 		},
 		{

@@ -27,7 +27,7 @@ func render(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if p, err = plan.New(p.Config, nl, plan.Fleet{Members: view.Peers(), Fast: view.Fast()}); err != nil {
+		if p, err = plan.New(p.Config, nl, fleetOf(p.Config, view, nil)); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -19,20 +20,30 @@ import (
 	"github.com/ipfailover/ipfailover/internal/membership"
 	"github.com/ipfailover/ipfailover/internal/metrics"
 	"github.com/ipfailover/ipfailover/internal/plan"
+	"github.com/ipfailover/ipfailover/internal/relay"
 )
 
 // podPeers are the unicast peers of OPENSHIFT_HA_UNICAST_PEERS_FROM=pods:
-// the watch of the workload's pods, and what keepalived runs with now.
+// the watch of the workload's pods, what the wire says of them, and what
+// keepalived runs with now.
 type podPeers struct {
-	w *membership.Watcher
+	w   *membership.Watcher
+	cfg *config.Config
+	// heardChanged gets a value when heard learns something new.
+	heardChanged chan struct{}
 
 	mu         sync.Mutex
 	applied    []netip.Addr
 	lastChange time.Time
-	// interval is the advert interval keepalived runs with;
-	// followsFleet says that it follows the fleet.
-	interval     time.Duration
-	followsFleet bool
+	// interval and version are the adverts keepalived runs with.
+	interval time.Duration
+	version  int
+	// heard are the VRRP versions the split-brain guard heard the
+	// workload's pods speak where keepalived does not hear them (Heard).
+	heard map[netip.Addr]int
+	// vrrp2 counts the pods that speak VRRPv2, bridged, in the fleet last
+	// applied.
+	vrrp2 int
 }
 
 // podIdentity checks that this pod can find its peers: its name, its
@@ -62,7 +73,7 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	if err != nil {
 		return nil, &plan.ConfigError{Err: err}
 	}
-	w := membership.New(membership.Options{Client: client, Reconnect: client.CloseConnections, Namespace: ns, Pod: cfg.PodName, Logger: log, FastAdverts: cfg.FleetAdverts})
+	w := membership.New(membership.Options{Client: client, Reconnect: client.CloseConnections, Namespace: ns, Pod: cfg.PodName, Logger: log, Adverts: speaks(cfg)})
 	log.Info("finding the unicast peers: the other pods of this pod's workload", "pod", cfg.PodName, "namespace", ns)
 	if err := w.Prepare(ctx, p.SourceAddrs()); err != nil {
 		return nil, fmt.Errorf("watching the workload's pods: %w", err)
@@ -71,15 +82,83 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	if err := w.Synced(ctx); err != nil {
 		return nil, fmt.Errorf("watching the workload's pods: %w", err)
 	}
-	return &podPeers{w: w}, nil
+	return &podPeers{w: w, cfg: cfg, heardChanged: make(chan struct{}, 1), heard: map[netip.Addr]int{}}, nil
 }
 
-// fleet is what the other pods publish now; ok is false when the watch
-// does not show this pod itself, a view not to be trusted (the API server
-// answering from a half-restored state, say).
+// speaks is the VRRP this pod's keepalived speaks, as it publishes it.
+func speaks(cfg *config.Config) membership.Adverts {
+	interval, v3 := cfg.Adverts()
+	a := membership.Adverts{Version: 2, Interval: interval}
+	if v3 {
+		a.Version = 3
+	}
+	return a
+}
+
+// oldAdverts is what a pod that publishes its address alone (an older
+// image, reading the same settings) speaks: config.Config.BridgeAdverts.
+func oldAdverts(cfg *config.Config) membership.Adverts {
+	interval, v3 := cfg.BridgeAdverts()
+	a := membership.Adverts{Version: 2, Interval: interval}
+	if v3 {
+		a.Version = 3
+	}
+	return a
+}
+
+// fleetOf is the fleet of view: keepalived's peers are the addresses of
+// the pods that speak its VRRP, VRRPv3; the pods that speak VRRPv2 get the
+// bridge instead. heard is what the split-brain guard heard pods speak
+// that keepalived does not hear, and overrides what they publish: a pod
+// heard speaking VRRPv3 is a peer, one heard speaking VRRPv2 is bridged
+// too (and stays a peer if it says it speaks VRRPv3: it may again).
+func fleetOf(cfg *config.Config, view membership.View, heard map[netip.Addr]int) plan.Fleet {
+	published := view.VRRPv2(oldAdverts(cfg))
+	f := plan.Fleet{Unpublished: view.Unpublished()}
+	for _, a := range view.Peers() {
+		if !slices.Contains(published, a) || heard[a] == 3 {
+			f.Members = append(f.Members, a)
+		}
+		if a.Is4() && ((slices.Contains(published, a) && heard[a] != 3) || heard[a] == 2) {
+			f.VRRPv2 = append(f.VRRPv2, a)
+		}
+	}
+	return f
+}
+
+// fleet is what the other pods publish now, and what the wire says of
+// them; ok is false when the watch does not show this pod itself, a view
+// not to be trusted (the API server answering from a half-restored state,
+// say).
 func (pp *podPeers) fleet() (f plan.Fleet, ok bool) {
 	v := pp.w.View()
-	return plan.Fleet{Members: v.Peers(), Fast: v.Fast()}, slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.Self })
+	pp.mu.Lock()
+	// What was heard of an address no pod publishes any more is
+	// forgotten: another pod may come with it.
+	for a := range pp.heard {
+		if !slices.Contains(v.Peers(), a) {
+			delete(pp.heard, a)
+		}
+	}
+	heard := maps.Clone(pp.heard)
+	pp.mu.Unlock()
+	return fleetOf(pp.cfg, v, heard), slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.Self })
+}
+
+// Heard takes what the split-brain guard heard a pod of the workload
+// speak where keepalived does not hear it (splitbrain.Options.Heard);
+// something new replans (HeardChanged).
+func (pp *podPeers) Heard(src netip.Addr, version int) {
+	pp.mu.Lock()
+	was := pp.heard[src]
+	pp.heard[src] = version
+	pp.mu.Unlock()
+	if was != version {
+		select {
+		case pp.heardChanged <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // applied records the peers keepalived now runs with.
@@ -101,7 +180,7 @@ func (pp *podPeers) apply(p *plan.Plan) (added, removed []netip.Addr) {
 		pp.lastChange = time.Now()
 	}
 	pp.applied = now
-	pp.interval, pp.followsFleet = p.AdvertInterval(), p.Config.FleetAdverts
+	pp.interval, pp.version, pp.vrrp2 = p.AdvertInterval(), p.VRRPVersion(), len(p.Fleet.VRRPv2)
 	return added, removed
 }
 
@@ -133,10 +212,9 @@ func (pp *podPeers) MembershipStatus() metrics.MembershipStatus {
 		}
 	}
 	s.LastChange = pp.lastChange
-	s.AdvertInterval, s.FleetAdverts = pp.interval, pp.followsFleet
+	s.AdvertInterval, s.VRRPVersion, s.VRRPv2Pods = pp.interval, pp.version, pp.vrrp2
 	pp.mu.Unlock()
 	v := pp.w.View()
-	s.SlowPods = len(v.Slow)
 	for _, m := range v.Members {
 		if m.In {
 			s.In++
@@ -147,29 +225,30 @@ func (pp *podPeers) MembershipStatus() metrics.MembershipStatus {
 	return s
 }
 
-// bridgeState says whether the multicast bridge relays, and why, given the
-// workload's pods that publish no address (with the peers from the pods).
-func bridgeState(cfg *config.Config, unpublished []string) (bool, string) {
+// bridgeListeners says who the multicast bridge relays to, and why, given
+// the fleet (with the peers from the pods).
+func bridgeListeners(cfg *config.Config, f plan.Fleet) relay.Listeners {
 	switch {
 	case cfg.MulticastBridge == config.BridgeOn:
-		return true, "OPENSHIFT_HA_MULTICAST_BRIDGE=true"
+		return relay.Listeners{Multicast: true, VRRPv2: f.VRRPv2, Why: "OPENSHIFT_HA_MULTICAST_BRIDGE=true"}
 	case cfg.MulticastBridge == config.BridgeOff:
-		return false, "OPENSHIFT_HA_MULTICAST_BRIDGE=false"
+		return relay.Listeners{Why: "OPENSHIFT_HA_MULTICAST_BRIDGE=false"}
 	case !cfg.PeersFromPods:
-		return false, "static unicast peers: set OPENSHIFT_HA_MULTICAST_BRIDGE=true to relay"
-	case len(unpublished) > 0:
-		return true, "pods of the workload publish no unicast address (an older image or multicast mode, or starting): " + strings.Join(unpublished, ", ")
+		return relay.Listeners{Why: "static unicast peers: set OPENSHIFT_HA_MULTICAST_BRIDGE=true to relay"}
 	}
-	return false, "every pod of the workload publishes its unicast address"
-}
-
-// unpublished are the pods of the workload that publish no address (nil
-// without the peers from the pods).
-func (pp *podPeers) unpublished() []string {
-	if pp == nil {
-		return nil
+	l := relay.Listeners{Multicast: len(f.Unpublished) > 0, VRRPv2: f.VRRPv2}
+	var why []string
+	if l.Multicast {
+		why = append(why, "pods of another template publish no unicast address (the shipped image or multicast mode, or starting): "+strings.Join(f.Unpublished, ", "))
 	}
-	return pp.w.View().Unpublished()
+	if len(f.VRRPv2) > 0 {
+		why = append(why, "pods speak VRRPv2 (an older image): "+addrList(f.VRRPv2))
+	}
+	if len(why) == 0 {
+		why = append(why, "every pod of the workload speaks VRRPv3 with unicast peers")
+	}
+	l.Why = strings.Join(why, "; ")
+	return l
 }
 
 // lookAtPods lists the workload's pods once (for render and peers).
@@ -213,6 +292,8 @@ func peers(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fleet := fleetOf(cfg, view, nil)
+	old := oldAdverts(cfg)
 	listed, confErr := runningPeers(cfg.KeepalivedConfig)
 	fmt.Fprintf(w, "%s (OPENSHIFT_HA_UNICAST_PEERS_FROM=pods):\n", what)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -231,28 +312,36 @@ func peers(ctx context.Context, w io.Writer) error {
 				conf = "listed"
 			}
 		}
-		adverts := "-"
-		if m.Fast {
-			adverts = "fast"
+		adverts, why := "-", m.Why
+		switch a := m.Speaks(old); {
+		case m.Self:
+			adverts = speaks(cfg).String()
+		case a.Version != 0 && m.Adverts.Version == 0:
+			adverts, why = a.String(), why+"; publishes its address alone: an older image, taken to speak what these settings give"
+		case a.Version != 0:
+			adverts = a.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Pod, addrList(m.Addrs), peer, conf, adverts, m.Why)
+		if !m.Self && slices.ContainsFunc(m.Addrs, func(a netip.Addr) bool { return slices.Contains(fleet.VRRPv2, a) }) {
+			peer, why = "bridged", why+"; speaks VRRPv2: no peer of keepalived, the multicast bridge relays this node's masters to it"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Pod, addrList(m.Addrs), peer, conf, strings.ReplaceAll(adverts, " ", "/"), why)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "peers: %s\n", addrList(view.Peers()))
+	fmt.Fprintf(w, "peers: %s\n", addrList(fleet.Members))
 	if held := heldAddrs(view, listed); len(held) > 0 {
 		fmt.Fprintf(w, "held: %s (listed, no pod of the workload has it: peers for %s after they leave, so that a pod coming back with one costs no reload)\n", addrList(held), membership.PeerHold)
 	}
-	fmt.Fprintln(w, advertsLine(cfg, view))
+	fmt.Fprintln(w, advertsLine(cfg))
 	if confErr != nil {
 		fmt.Fprintf(w, "running keepalived.conf: %v\n", confErr)
 	}
 	if needsBridge(cfg) {
-		on, why := bridgeState(cfg, view.Unpublished())
+		l := bridgeListeners(cfg, fleet)
 		state := "off"
-		if on {
+		if l.Multicast || len(l.VRRPv2) > 0 {
 			state = "on"
 		}
-		fmt.Fprintf(w, "multicast bridge: %s (%s)\n", state, why)
+		fmt.Fprintf(w, "multicast bridge: %s (%s)\n", state, l.Why)
 	}
 	return nil
 }
@@ -302,8 +391,8 @@ func addrList(as []netip.Addr) string {
 }
 
 // rateBound says why the fast interval is longer than
-// config.FastAdvertInterval, if it is: the fleet's instances would send
-// more than config.FastAdvertRate adverts a second.
+// config.FastAdvertInterval, if it is: the instances would send more than
+// config.FastAdvertRate adverts a second.
 func rateBound(cfg *config.Config, interval time.Duration) string {
 	if interval <= config.FastAdvertInterval {
 		return ""
@@ -311,23 +400,25 @@ func rateBound(cfg *config.Config, interval time.Duration) string {
 	return fmt.Sprintf("; %d VRRP instances, at most %d adverts a second", len(cfg.Groups), config.FastAdvertRate)
 }
 
-// advertsLine says which adverts the fleet speaks by view, and why.
-func advertsLine(cfg *config.Config, view membership.View) string {
-	interval, v3 := cfg.Adverts(config.Node{FastAdverts: view.Fast()})
+// advertsLine says which adverts keepalived speaks, and why.
+func advertsLine(cfg *config.Config) string {
+	interval, v3 := cfg.Adverts()
 	version := 2
 	if v3 {
 		version = 3
 	}
-	line := fmt.Sprintf("adverts: every %s s, VRRPv%d for IPv4 (", keepalived.AdvertInt(interval), version)
+	return fmt.Sprintf("adverts: every %s s, VRRPv%d for IPv4 (%s)", keepalived.AdvertInt(interval), version, advertsWhy(cfg, interval))
+}
+
+// advertsWhy says why keepalived speaks the adverts it does.
+func advertsWhy(cfg *config.Config, interval time.Duration) string {
 	switch {
-	case !cfg.FleetAdverts:
-		return line + "OPENSHIFT_HA_ADVERT_INTERVAL)"
-	case view.Fast():
-		return line + "fast: every pod of the workload speaks them" + rateBound(cfg, interval) + ")"
+	case cfg.PeersFromPods && cfg.AdvertIntervalSet:
+		return "OPENSHIFT_HA_ADVERT_INTERVAL; VRRPv3, as every pod that follows the pods"
+	case cfg.PeersFromPods:
+		return "the fast interval of the peers from the pods" + rateBound(cfg, interval)
+	case cfg.AdvertIntervalSet:
+		return "OPENSHIFT_HA_ADVERT_INTERVAL"
 	}
-	var why []string
-	for _, s := range view.Slow {
-		why = append(why, s.Pod+" "+s.Why)
-	}
-	return line + "slow: " + strings.Join(why, "; ") + ")"
+	return "the default without the peers from the pods: what the shipped image speaks"
 }

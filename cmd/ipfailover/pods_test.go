@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/membership"
+	"github.com/ipfailover/ipfailover/internal/plan"
 )
 
 // TestHeldAddrs: `ipfailover peers` names the addresses keepalived.conf
@@ -27,30 +29,76 @@ func TestHeldAddrs(t *testing.T) {
 	}
 }
 
-// TestAdvertsLine: `ipfailover peers` ends with the fleet's adverts and
-// why, and says when the fast interval grew with the number of instances.
+// TestAdvertsLine: `ipfailover peers` ends with the adverts keepalived
+// speaks and why, and says when the fast interval grew with the number of
+// instances.
 func TestAdvertsLine(t *testing.T) {
 	for _, tt := range []struct {
-		name, vips, interval string
-		view                 membership.View
-		want                 string
+		name, vips, interval, from string
+		want                       string
 	}{
-		{"fast", "192.0.2.1-4", "", membership.View{},
-			"adverts: every 0.2 s, VRRPv3 for IPv4 (fast: every pod of the workload speaks them)"},
-		{"fast, bounded rate", "192.0.2.1-254", "", membership.View{},
-			"adverts: every 0.26 s, VRRPv3 for IPv4 (fast: every pod of the workload speaks them; 254 VRRP instances, at most 1000 adverts a second)"},
-		{"slow", "192.0.2.1-254", "", membership.View{Slow: []membership.Slow{{Pod: "old", Why: "publishes no fast adverts"}}},
-			"adverts: every 1 s, VRRPv2 for IPv4 (slow: old publishes no fast adverts)"},
-		{"explicit", "192.0.2.1-254", "0.2", membership.View{},
-			"adverts: every 0.2 s, VRRPv3 for IPv4 (OPENSHIFT_HA_ADVERT_INTERVAL)"},
+		{"fast", "192.0.2.1-4", "", "pods",
+			"adverts: every 0.2 s, VRRPv3 for IPv4 (the fast interval of the peers from the pods)"},
+		{"fast, bounded rate", "192.0.2.1-254", "", "pods",
+			"adverts: every 0.26 s, VRRPv3 for IPv4 (the fast interval of the peers from the pods; 254 VRRP instances, at most 1000 adverts a second)"},
+		{"explicit", "192.0.2.1-254", "1", "pods",
+			"adverts: every 1 s, VRRPv3 for IPv4 (OPENSHIFT_HA_ADVERT_INTERVAL; VRRPv3, as every pod that follows the pods)"},
+		{"multicast", "192.0.2.1-4", "", "",
+			"adverts: every 1 s, VRRPv2 for IPv4 (the default without the peers from the pods: what the shipped image speaks)"},
+		{"multicast, explicit", "192.0.2.1-4", "0.5", "",
+			"adverts: every 0.5 s, VRRPv3 for IPv4 (OPENSHIFT_HA_ADVERT_INTERVAL)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse(config.Raw{PeersFrom: "pods", PodName: "p", VirtualIPs: tt.vips, Offset: "0", AdvertInterval: tt.interval})
+			cfg, err := config.Parse(config.Raw{PeersFrom: tt.from, PodName: "p", VirtualIPs: tt.vips, Offset: "0", AdvertInterval: tt.interval})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := advertsLine(cfg, tt.view); got != tt.want {
+			if got := advertsLine(cfg); got != tt.want {
 				t.Errorf("advertsLine:\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFleetOf: keepalived's peers are the pods that speak VRRPv3; a pod of
+// an older image (its address alone) speaks VRRPv2 at these settings'
+// whole seconds and is bridged instead; what the wire says overrides what
+// a pod publishes; a pod of this pod's template that publishes nothing
+// yet is no multicast node.
+func TestFleetOf(t *testing.T) {
+	a := netip.MustParseAddr
+	v3 := membership.Adverts{Version: 3, Interval: 200 * time.Millisecond}
+	view := membership.View{Members: []membership.Member{
+		{Pod: "self", Addrs: []netip.Addr{a("192.0.2.11")}, Self: true, In: true, Adverts: v3, Revision: "new"},
+		{Pod: "new", Addrs: []netip.Addr{a("192.0.2.12"), a("2001:db8::12")}, In: true, Adverts: v3, Revision: "new"},
+		{Pod: "old", Addrs: []netip.Addr{a("192.0.2.13"), a("2001:db8::13")}, In: true, Revision: "old"},
+		{Pod: "starting", Revision: "new"},
+		{Pod: "shipped", Revision: "shipped"},
+	}, Held: []membership.Held{{Addr: a("192.0.2.14"), Pod: "gone"}}}
+	for _, tt := range []struct {
+		name     string
+		interval string
+		heard    map[netip.Addr]int
+		want     plan.Fleet
+	}{
+		{"an older image at VRRPv2", "", nil, plan.Fleet{
+			Members: []netip.Addr{a("192.0.2.12"), a("192.0.2.14"), a("2001:db8::12"), a("2001:db8::13")},
+			VRRPv2:  []netip.Addr{a("192.0.2.13")}, Unpublished: []string{"shipped"}}},
+		{"an older image at VRRPv3 (a fraction)", "0.5", nil, plan.Fleet{
+			Members: []netip.Addr{a("192.0.2.12"), a("192.0.2.13"), a("192.0.2.14"), a("2001:db8::12"), a("2001:db8::13")},
+			Unpublished: []string{"shipped"}}},
+		{"the older image heard at VRRPv3, a new one at VRRPv2", "", map[netip.Addr]int{a("192.0.2.13"): 3, a("192.0.2.12"): 2}, plan.Fleet{
+			Members: []netip.Addr{a("192.0.2.12"), a("192.0.2.13"), a("192.0.2.14"), a("2001:db8::12"), a("2001:db8::13")},
+			VRRPv2:  []netip.Addr{a("192.0.2.12")}, Unpublished: []string{"shipped"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Parse(config.Raw{PeersFrom: "pods", PodName: "p", VirtualIPs: "192.0.2.100", AdvertInterval: tt.interval})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fleetOf(cfg, view, tt.heard)
+			if !got.Equal(tt.want) {
+				t.Errorf("fleetOf:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}

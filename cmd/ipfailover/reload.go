@@ -29,8 +29,14 @@ import (
 var errInterfaceChanged = errors.New("the VRRP interface changed")
 
 // settle is how long the reloader waits after an address change for more
-// of them (keepalived adding VIPs, an address moving between interfaces).
-const settle = 100 * time.Millisecond
+// of them (keepalived adding VIPs, an address moving between interfaces);
+// maxSettle bounds the wait on a host whose addresses never stop changing
+// (thousands of pods starting), and a change of the pods ends it at once:
+// the reload reads the addresses as they are then.
+const (
+	settle    = 100 * time.Millisecond
+	maxSettle = time.Second
+)
 
 // publishWait bounds how long a reload waits to publish a new address
 // while the API server does not answer; keepalived then runs the new plan
@@ -55,10 +61,10 @@ type reloader struct {
 // run reloads until ctx ends (nil) or the VRRP interface moved
 // (errInterfaceChanged).
 func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) error {
-	var peers <-chan struct{}
+	var peers, heard <-chan struct{}
 	var addrs chan struct{}
 	if r.pods != nil {
-		peers = r.pods.w.Changes()
+		peers, heard = r.pods.w.Changes(), r.pods.heardChanged
 		// The address watch lives as long as this loop.
 		addrs = make(chan struct{}, 1)
 		watchCtx, stopWatching := context.WithCancel(ctx)
@@ -82,24 +88,44 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) error {
 			err = r.reload(ctx, "SIGHUP", true)
 		case <-peers:
 			err = r.reload(ctx, "the workload's pods changed", false)
+		case <-heard:
+			err = r.reload(ctx, "a pod of the workload was heard speaking VRRP keepalived does not hear", false)
 		case <-addrs:
-			// Let a burst of changes end, then look once.
-			t := time.NewTimer(settle)
-			for settled := false; !settled; {
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return nil
-				case <-addrs:
-					t.Reset(settle)
-				case <-t.C:
-					settled = true
-				}
+			why, ok := r.settle(ctx, addrs, peers, heard)
+			if !ok {
+				return nil
 			}
-			err = r.reload(ctx, "this node's addresses changed", false)
+			err = r.reload(ctx, why, false)
 		}
 		if err != nil {
 			return err
+		}
+	}
+}
+
+// settle lets a burst of address changes end (settle without one, at most
+// maxSettle), and reports why to reload: a change of the workload's pods
+// or what was heard of them ends the wait at once. ok is false when ctx
+// ended.
+func (r *reloader) settle(ctx context.Context, addrs <-chan struct{}, peers, heard <-chan struct{}) (why string, ok bool) {
+	quiet := time.NewTimer(settle)
+	defer quiet.Stop()
+	bound := time.NewTimer(maxSettle)
+	defer bound.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-addrs:
+			quiet.Reset(settle)
+		case <-quiet.C:
+			return "this node's addresses changed", true
+		case <-bound.C:
+			return "this node's addresses changed (still changing)", true
+		case <-peers:
+			return "the workload's pods and this node's addresses changed", true
+		case <-heard:
+			return "a pod of the workload was heard speaking VRRP keepalived does not hear, and this node's addresses changed", true
 		}
 	}
 }
@@ -116,8 +142,8 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) error {
 	if r.pods != nil {
 		var ok bool
 		if fleet, ok = r.pods.fleet(); !ok {
-			r.log.Warn("the watch does not show this pod: keeping the running peers and adverts", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
-			fleet = plan.Fleet{Members: peersOf(r.current), Fast: r.current.Node.FastAdverts}
+			r.log.Warn("the watch does not show this pod: keeping the running peers", "reason", why, "peers", fmt.Sprint(peersOf(r.current)))
+			fleet = r.current.Fleet
 		}
 	}
 	p, err := planWith(r.nl, fleet)
@@ -132,13 +158,20 @@ func (r *reloader) reload(ctx context.Context, why string, force bool) error {
 	}
 	renumbered := r.pods != nil && !slices.Equal(p.SourceAddrs(), r.current.SourceAddrs())
 	if r.relay != nil {
-		r.relay.SetActive(bridgeState(p.Config, r.pods.unpublished()))
+		r.relay.SetListeners(bridgeListeners(p.Config, p.Fleet))
 	}
 	if renumbered {
 		r.publish(ctx, p.SourceAddrs())
 	}
-	if force || !bytes.Equal(p.Text, r.current.Text) {
+	switch {
+	case force || !bytes.Equal(p.Text, r.current.Text):
 		r.apply(p, why)
+	case !p.Fleet.Equal(r.current.Fleet):
+		// The same keepalived.conf, other pods outside it (VRRPv2 pods,
+		// multicast nodes): the guard and the bridge take them in.
+		r.replan(p)
+		r.current = p
+		r.pods.apply(p)
 	}
 	return nil
 }
@@ -180,11 +213,7 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 		r.log.Error("reload failed", "reason", why, "error", err)
 		return false
 	}
-	r.chk.replan(p)
-	r.guard.Replan(p)
-	if r.relay != nil {
-		r.relay.Replan(p)
-	}
+	r.replan(p)
 	switch err := r.sup.Reload(); {
 	case errors.Is(err, supervisor.ErrNotRunning):
 		// keepalived is being restarted: it reads the new file at its start.
@@ -193,7 +222,7 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 		return false
 	}
 	if p.AdvertInterval() != r.current.AdvertInterval() {
-		logAdverts(r.log, p, r.pods)
+		logAdverts(r.log, p)
 	}
 	r.current = p
 	attrs := []any{"reason", why, "instances", len(p.Instances)}
@@ -205,18 +234,18 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 	return true
 }
 
-// logAdverts says which adverts keepalived speaks with p, and why.
-func logAdverts(log *slog.Logger, p *plan.Plan, pods *podPeers) {
-	attrs := []any{"advert_interval", keepalived.AdvertInt(p.AdvertInterval()), "vrrp_version", p.VRRPVersion()}
-	switch {
-	case !p.Config.FleetAdverts:
-		attrs = append(attrs, "why", "OPENSHIFT_HA_ADVERT_INTERVAL")
-	case p.Node.FastAdverts:
-		attrs = append(attrs, "why", "every pod of the workload speaks the fast adverts"+rateBound(p.Config, p.AdvertInterval()))
-	default:
-		for _, s := range pods.w.View().Slow {
-			attrs = append(attrs, "slow_pod", s.Pod+": "+s.Why)
-		}
+// replan points the built-in check, the split-brain guard and the bridge
+// at p.
+func (r *reloader) replan(p *plan.Plan) {
+	r.chk.replan(p)
+	r.guard.Replan(p)
+	if r.relay != nil {
+		r.relay.Replan(p)
 	}
-	log.Info("adverts", attrs...)
+}
+
+// logAdverts says which adverts keepalived speaks with p, and why.
+func logAdverts(log *slog.Logger, p *plan.Plan) {
+	log.Info("adverts", "advert_interval", keepalived.AdvertInt(p.AdvertInterval()), "vrrp_version", p.VRRPVersion(),
+		"why", advertsWhy(p.Config, p.AdvertInterval()))
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
+	"time"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/component"
@@ -60,7 +62,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 			return err
 		}
 		pods.apply(p)
-		logAdverts(log, p, pods)
+		logAdverts(log, p)
 	}
 	p.Log(log, os.Stderr)
 	cfg, iface := p.Config, p.Node.Interface
@@ -111,11 +113,21 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	var bridge *relay.Relay
 	if needsBridge(cfg) {
 		bridge = relay.New(relay.Options{Plan: p, Keepalived: sup, Logger: log})
-		bridge.SetActive(bridgeState(cfg, pods.unpublished()))
+		bridge.SetListeners(bridgeListeners(cfg, p.Fleet))
 	}
 	guardOpts := splitbrain.Options{Plan: p, Host: nl, Keepalived: sup, Logger: log}
 	if bridge != nil {
 		guardOpts.Notified = bridge.Note
+	}
+	if pods != nil {
+		guardOpts.Heard = func(src netip.Addr, version int, interval time.Duration) {
+			// The bridge speaks to a VRRPv2 speaker at once; the next
+			// plan makes it a listener, or a VRRPv3 one a peer.
+			if version == 2 && bridge != nil {
+				bridge.Heard(src, interval)
+			}
+			pods.Heard(src, version)
+		}
 	}
 	guard, err := splitbrain.Open(guardOpts)
 	if err != nil {

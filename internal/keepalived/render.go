@@ -82,9 +82,11 @@ func Render(c *config.Config, node config.Node, instances []config.Instance) ([]
 		d.CheckCommand, d.CheckInterval = "/bin/true", int(c.CheckInterval/time.Second)
 	}
 	// keepalived runs VRRPv2 for IPv4 unless told otherwise, and v2 has
-	// whole seconds only.
-	if interval, v3 := c.Adverts(node); interval != config.DefaultAdvertInterval {
-		d.AdvertInt, d.VRRPv3 = AdvertInt(interval), v3
+	// whole seconds only; its default interval is 1 s.
+	interval, v3 := c.Adverts()
+	d.VRRPv3 = v3
+	if interval != config.DefaultAdvertInterval {
+		d.AdvertInt = AdvertInt(interval)
 	}
 	var b bytes.Buffer
 	if err := tmpl.Execute(&b, d); err != nil {

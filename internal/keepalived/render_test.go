@@ -22,8 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // them, one NODE line, "NODE=<interface> <IPv4 or -> [<IPv6>]", for the
 // facts the program finds on the host, and with
 // OPENSHIFT_HA_UNICAST_PEERS_FROM=pods a MEMBERS line, the addresses the
-// other pods publish (none: the pod is alone), and FAST_ADVERTS=true when
-// every other pod speaks the fleet's fast adverts.
+// other pods publish (none: the pod is alone).
 type goldenCase struct {
 	name string
 	env  map[string]string
@@ -47,10 +46,6 @@ func loadCases(t testing.TB) []goldenCase {
 		for sc.Scan() {
 			k, v, ok := strings.Cut(sc.Text(), "=")
 			if !ok {
-				continue
-			}
-			if k == "FAST_ADVERTS" {
-				c.node.FastAdverts = v == "true"
 				continue
 			}
 			if k == "MEMBERS" {
@@ -146,7 +141,7 @@ func TestParseReadsWhatRenderWrote(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			interval, v3 := cfg.Adverts(c.node)
+			interval, v3 := cfg.Adverts()
 			want := &keepalived.Conf{AdvertInt: interval, V3: v3}
 			if cfg.Check == config.CheckPort {
 				want.CheckFile = keepalived.CheckFile

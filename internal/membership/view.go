@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,24 +25,63 @@ import (
 // from (unicast_src_ip), one per address family, comma-separated.
 const Annotation = "ipfailover/unicast-src-ip"
 
-// FastAnnotation is where a pod, setting it to FastValue beside
-// Annotation, says that it follows the fleet's advert interval: VRRPv3 at
-// the fast interval while every pod of the workload can, VRRPv2 at 1 s
-// (what older images and the shipped image speak) otherwise. VRRPv2 and VRRPv3 speakers drop each
-// other's adverts, so the fleet speaks one or the other as a whole.
+// FastAnnotation, set to FastValue beside Annotation, says that a pod
+// speaks VRRPv3. Every pod publishes it: images that chose one VRRP
+// version for the whole workload read a pod without it as one that speaks
+// VRRPv2, and would switch to VRRPv2 for it.
 const FastAnnotation = "ipfailover/fast-adverts"
 
 // FastValue is FastAnnotation's value.
 const FastValue = "vrrp3"
 
-// FastGrace is how long a pod of another revision that publishes nothing
-// yet is taken to be one that will publish FastAnnotation (a rollout's new
-// pod, starting), before it holds the fleet at the slow interval as one
-// that speaks multicast VRRPv2 would (the shipped image, or multicast
-// mode). Such a pod takes a VIP no sooner than its container starts and
-// its keepalived's master-down interval (over 3 s at 1 s adverts) ends
-// after that; the fleet is back at VRRPv2 before.
-const FastGrace = 3 * time.Second
+// AdvertsAnnotation is where a pod publishes the VRRP its keepalived
+// speaks, version and interval (Adverts.String: "vrrp3 0.2s"), for people
+// and for `ipfailover peers`.
+const AdvertsAnnotation = "ipfailover/adverts"
+
+// Adverts is the VRRP a pod's keepalived speaks for IPv4 (IPv6 is always
+// VRRPv3).
+type Adverts struct {
+	// Version is 2 or 3; 0 when unknown.
+	Version int
+	// Interval is the advert interval; 0 when unknown.
+	Interval time.Duration
+}
+
+// String is the AdvertsAnnotation value: "vrrp3 0.2s"; "" when unknown.
+func (a Adverts) String() string {
+	if a.Version == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("vrrp%d", a.Version)
+	if a.Interval > 0 {
+		s += " " + strconv.FormatFloat(a.Interval.Seconds(), 'f', -1, 64) + "s"
+	}
+	return s
+}
+
+// ParseAdverts reads an AdvertsAnnotation value.
+func ParseAdverts(value string) (Adverts, error) {
+	version, interval, _ := strings.Cut(strings.TrimSpace(value), " ")
+	var a Adverts
+	switch version {
+	case "vrrp2":
+		a.Version = 2
+	case "vrrp3":
+		a.Version = 3
+	default:
+		return Adverts{}, fmt.Errorf("%q: want vrrp2 or vrrp3, then the interval (vrrp3 0.2s)", value)
+	}
+	if interval == "" {
+		return a, nil
+	}
+	d, err := time.ParseDuration(interval)
+	if err != nil || d < 10*time.Millisecond || d > 255*time.Second {
+		return Adverts{}, fmt.Errorf("%q: the interval is not 0.01s..255s", value)
+	}
+	a.Interval = d
+	return a, nil
+}
 
 // Member is one pod of the workload as the watch sees it.
 type Member struct {
@@ -58,13 +98,29 @@ type Member struct {
 	In bool
 	// Why says why the pod is in or out, for people.
 	Why string
-	// Fast says that the pod publishes FastAnnotation.
-	Fast bool
+	// Adverts is what it publishes in AdvertsAnnotation, or, for a pod
+	// that publishes FastAnnotation alone (an image that follows the
+	// workload's interval), VRRPv3 at an interval it does not say; zero
+	// when it publishes neither.
+	Adverts Adverts
 	// Revision is the pod's revision labels (the workload's template it
 	// runs), "" without any.
 	Revision string
-	// Created is the pod's creation time.
-	Created time.Time
+}
+
+// Speaks is the VRRP m's keepalived speaks: what it publishes, or, for a
+// pod that publishes its address alone (an older image, which reads the
+// same settings), old: what the settings give the nodes that do not
+// follow the pods (config.Config.BridgeAdverts). Zero for a pod that
+// publishes no address.
+func (m Member) Speaks(old Adverts) Adverts {
+	switch {
+	case len(m.Addrs) == 0:
+		return Adverts{}
+	case m.Adverts.Version != 0:
+		return m.Adverts
+	}
+	return old
 }
 
 // View is the workload's pods, sorted by name.
@@ -74,45 +130,6 @@ type View struct {
 	// went, or renumbered), peers still until their hold ends (Watcher
 	// Options.Hold), sorted by address.
 	Held []Held
-	// Slow are the other pods that hold the fleet at the slow adverts
-	// (FastAnnotation), sorted by pod.
-	Slow []Slow
-}
-
-// Slow is a pod that holds the fleet at the slow adverts, and why.
-type Slow struct {
-	Pod, Why string
-}
-
-// Fast says whether every other pod lets the fleet use fast adverts.
-func (v View) Fast() bool { return len(v.Slow) == 0 }
-
-// fleetSlow finds the other pods of v that hold the fleet at the slow
-// adverts at now, and when the answer changes by itself (a pod's
-// FastGrace ending; zero: never).
-func fleetSlow(v View, now time.Time) (slow []Slow, recheck time.Time) {
-	var self Member
-	for _, m := range v.Members {
-		if m.Self {
-			self = m
-		}
-	}
-	for _, m := range v.Members {
-		switch {
-		case m.Self || m.Fast:
-		case len(m.Addrs) > 0:
-			slow = append(slow, Slow{m.Pod, "publishes its unicast address without " + FastAnnotation + ": an older image, or OPENSHIFT_HA_ADVERT_INTERVAL set (VRRPv2 at 1 s)"})
-		case m.Revision != "" && m.Revision == self.Revision:
-			// This pod's own template: it publishes as this pod did.
-		case now.Before(m.Created.Add(FastGrace)):
-			if until := m.Created.Add(FastGrace); recheck.IsZero() || until.Before(recheck) {
-				recheck = until
-			}
-		default:
-			slow = append(slow, Slow{m.Pod, "publishes nothing: the shipped image or multicast mode (VRRPv2 at 1 s), or an image of another revision still starting"})
-		}
-	}
-	return slow, recheck
 }
 
 // Held is an address that left the peers and is held as one.
@@ -155,15 +172,45 @@ func (v View) Peers() []netip.Addr {
 	return out
 }
 
-// Unpublished names the other pods that publish no address: pods that are
-// starting, or pods of an older image or in multicast mode, which speak
-// multicast VRRP (the multicast bridge relays to them).
+// VRRPv2 are the addresses of the other members that speak VRRPv2
+// (Member.Speaks, old as there), sorted: pods of an older image, which
+// keepalived does not hear and which do not hear it. The multicast bridge
+// relays this node's masters to them; they are no peers of keepalived.
+func (v View) VRRPv2(old Adverts) []netip.Addr {
+	var out []netip.Addr
+	for _, m := range v.Members {
+		if m.Self || !m.In || m.Speaks(old).Version != 2 {
+			continue
+		}
+		for _, a := range m.Addrs {
+			if a.Is4() && !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// Unpublished names the other pods that publish no address and run
+// another template than this pod: pods of the shipped image or in
+// multicast mode, which speak multicast VRRP (the multicast bridge relays
+// to them), or a rollout's new pods, starting. A pod of this pod's own
+// template that publishes nothing yet is starting and will publish as
+// this pod did: it does not count.
 func (v View) Unpublished() []string {
+	var self Member
+	for _, m := range v.Members {
+		if m.Self {
+			self = m
+		}
+	}
 	var out []string
 	for _, m := range v.Members {
-		if !m.Self && len(m.Addrs) == 0 {
-			out = append(out, m.Pod)
+		if m.Self || len(m.Addrs) > 0 || (m.Revision != "" && m.Revision == self.Revision) {
+			continue
 		}
+		out = append(out, m.Pod)
 	}
 	return out
 }
@@ -173,14 +220,13 @@ func (v View) Equal(o View) bool {
 	return slices.EqualFunc(v.Members, o.Members, func(a, b Member) bool {
 		return a.Pod == b.Pod && slices.Equal(a.Addrs, b.Addrs) && a.Self == b.Self &&
 			a.Terminating == b.Terminating && a.In == b.In && a.Why == b.Why &&
-			a.Fast == b.Fast && a.Revision == b.Revision && a.Created.Equal(b.Created)
+			a.Adverts == b.Adverts && a.Revision == b.Revision
 	}) && slices.EqualFunc(v.Held, o.Held, func(a, b Held) bool {
 		return a.Addr == b.Addr && a.Pod == b.Pod && a.Until.Equal(b.Until)
-	}) && slices.Equal(v.Slow, o.Slow)
+	})
 }
 
-// viewOf builds the view of pods, this pod being self, without Held and
-// Slow.
+// viewOf builds the view of pods, this pod being self, without Held.
 func viewOf(pods []*metav1.PartialObjectMetadata, self string) View {
 	v := View{Members: make([]Member, 0, len(pods))}
 	for _, p := range pods {
@@ -202,8 +248,15 @@ func revisionOf(p *metav1.PartialObjectMetadata) string {
 }
 
 func memberOf(p *metav1.PartialObjectMetadata, self string) Member {
-	m := Member{Pod: p.Name, Self: p.Name == self, Terminating: p.DeletionTimestamp != nil,
-		Fast: p.Annotations[FastAnnotation] == FastValue, Revision: revisionOf(p), Created: p.CreationTimestamp.Time}
+	m := Member{Pod: p.Name, Self: p.Name == self, Terminating: p.DeletionTimestamp != nil, Revision: revisionOf(p)}
+	if v, ok := p.Annotations[AdvertsAnnotation]; ok {
+		// A value that does not parse says nothing: the pod is taken
+		// for what its other annotations say.
+		m.Adverts, _ = ParseAdverts(v)
+	}
+	if m.Adverts.Version == 0 && p.Annotations[FastAnnotation] == FastValue {
+		m.Adverts.Version = 3
+	}
 	value, ok := p.Annotations[Annotation]
 	if !ok || value == "" {
 		m.Why = "publishes no address yet: starting, or an older image or multicast mode (multicast VRRP)"

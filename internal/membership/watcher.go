@@ -125,9 +125,9 @@ type Options struct {
 	// Hold is how long an address that leaves the peers stays one;
 	// default PeerHold.
 	Hold time.Duration
-	// FastAdverts publishes FastAnnotation with the address: this pod
-	// follows the fleet's advert interval.
-	FastAdverts bool
+	// Adverts is the VRRP this pod's keepalived speaks, published with
+	// the address (AdvertsAnnotation, and FastAnnotation for VRRPv3).
+	Adverts Adverts
 }
 
 // Health is the state of the API server connection.
@@ -152,17 +152,15 @@ type Watcher struct {
 	log       *slog.Logger
 	retry     time.Duration
 	hold      time.Duration
-	fast      bool
+	adverts   Adverts
 
 	changes chan struct{}
 
 	mu sync.Mutex
 	// held are the addresses held as peers after they left (View.Held),
 	// and until when; expire updates the view when the first hold ends.
-	held   map[netip.Addr]time.Time
-	expire *time.Timer
-	// recheck updates the view when a pod's FastGrace ends.
-	recheck   *time.Timer
+	held      map[netip.Addr]time.Time
+	expire    *time.Timer
 	selector  string
 	published string
 	view      View
@@ -187,7 +185,7 @@ func New(o Options) *Watcher {
 		o.Reconnect = func() {}
 	}
 	return &Watcher{
-		client: o.Client, reconnect: o.Reconnect, hold: o.Hold, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry, fast: o.FastAdverts,
+		client: o.Client, reconnect: o.Reconnect, hold: o.Hold, namespace: o.Namespace, pod: o.Pod, log: o.Logger, retry: o.Retry, adverts: o.Adverts,
 		changes: make(chan struct{}, 1),
 		health:  Health{Up: true, Since: time.Now()},
 	}
@@ -251,9 +249,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.expire != nil {
 		w.expire.Stop()
 	}
-	if w.recheck != nil {
-		w.recheck.Stop()
-	}
 	w.mu.Unlock()
 	return nil
 }
@@ -311,9 +306,9 @@ func (w *Watcher) Health() Health {
 	return w.health
 }
 
-// Publish sets this pod's Annotation to addrs, and FastAnnotation with
-// Options.FastAdverts (removes it without), unless it has them already. It
-// retries until it succeeds or ctx ends.
+// Publish sets this pod's Annotation to addrs, with AdvertsAnnotation and,
+// for VRRPv3, FastAnnotation (Options.Adverts), unless it has them
+// already. It retries until it succeeds or ctx ends.
 func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	value := FormatAddrs(addrs)
 	w.mu.Lock()
@@ -322,9 +317,12 @@ func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	if same {
 		return nil
 	}
-	annotations := map[string]any{Annotation: value, FastAnnotation: nil}
-	if w.fast {
+	annotations := map[string]any{Annotation: value, FastAnnotation: nil, AdvertsAnnotation: nil}
+	if w.adverts.Version == 3 {
 		annotations[FastAnnotation] = FastValue
+	}
+	if w.adverts.Version != 0 {
+		annotations[AdvertsAnnotation] = w.adverts.String()
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
@@ -340,7 +338,7 @@ func (w *Watcher) Publish(ctx context.Context, addrs []netip.Addr) error {
 	w.mu.Lock()
 	w.published = value
 	w.mu.Unlock()
-	w.log.Info("published this pod's unicast address", "pod", w.pod, "annotation", Annotation, "addresses", value, "fast_adverts", w.fast)
+	w.log.Info("published this pod's unicast address", "pod", w.pod, "annotation", Annotation, "addresses", value, "adverts", w.adverts.String())
 	return nil
 }
 
@@ -369,11 +367,18 @@ func (w *Watcher) workloadSelector(ctx context.Context) (string, error) {
 	}
 	w.mu.Lock()
 	w.selector = sel
-	if (self.Annotations[FastAnnotation] == FastValue) == w.fast {
+	if w.publishes(self.Annotations) {
 		w.published = self.Annotations[Annotation]
 	}
 	w.mu.Unlock()
 	return sel, nil
+}
+
+// publishes says whether annotations carry what Publish sets beside the
+// address. w.mu is held.
+func (w *Watcher) publishes(annotations map[string]string) bool {
+	fast := annotations[FastAnnotation] == FastValue
+	return fast == (w.adverts.Version == 3) && annotations[AdvertsAnnotation] == w.adverts.String()
 }
 
 // selectorOf is the label selector of a pod's workload: its labels but the
@@ -411,9 +416,7 @@ func Look(ctx context.Context, client metadata.Interface, namespace, pod string)
 	for i := range list.Items {
 		ps[i] = &list.Items[i]
 	}
-	v := viewOf(ps, pod)
-	v.Slow, _ = fleetSlow(v, time.Now())
-	return v, sel, nil
+	return viewOf(ps, pod), sel, nil
 }
 
 func isRevisionLabel(k string) bool {
@@ -560,6 +563,8 @@ func (w *Watcher) reachable() {
 	w.mu.Unlock()
 	if !was {
 		w.log.Info("API server answers again", "unreachable_since", down, "for", time.Since(down).Round(time.Millisecond))
+		// Holds that ended meanwhile end now.
+		w.safeUpdate()
 	}
 }
 
@@ -599,14 +604,6 @@ func (w *Watcher) recompute() bool {
 	}
 	v := viewOf(podsNow, w.pod)
 	w.holdDeparted(&v)
-	var recheck time.Time
-	v.Slow, recheck = fleetSlow(v, time.Now())
-	if w.recheck != nil {
-		w.recheck.Stop()
-	}
-	if !recheck.IsZero() {
-		w.recheck = time.AfterFunc(time.Until(recheck)+time.Millisecond, w.safeUpdate)
-	}
 	changed := !v.Equal(w.view)
 	w.view = v
 	return changed
@@ -675,12 +672,15 @@ func (w *Watcher) holdDeparted(v *View) {
 			until = now.Add(w.hold)
 			w.log.Info("a peer's address left the workload: held as a peer, keepalived not reloaded for it", "address", a, "pod", pod, "for", w.hold)
 		}
-		if !until.After(now) {
+		// While the API server does not answer, the view is as old as
+		// the outage: a hold that ends then lasts until it answers, so
+		// that an unreachable API server changes nothing by itself.
+		if !until.After(now) && w.health.Up {
 			continue
 		}
 		held[a] = until
 		v.Held = append(v.Held, Held{Addr: a, Pod: pod, Until: until})
-		if next.IsZero() || until.Before(next) {
+		if until.After(now) && (next.IsZero() || until.Before(next)) {
 			next = until
 		}
 	}
@@ -690,7 +690,7 @@ func (w *Watcher) holdDeparted(v *View) {
 		if w.expire != nil {
 			w.expire.Stop()
 		}
-		w.expire = time.AfterFunc(time.Until(next)+time.Millisecond, w.update)
+		w.expire = time.AfterFunc(time.Until(next)+time.Millisecond, w.safeUpdate)
 	}
 }
 

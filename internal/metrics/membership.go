@@ -27,13 +27,13 @@ type MembershipStatus struct {
 	// counts its failed requests.
 	WatchUp     bool
 	WatchErrors uint64
-	// AdvertInterval is the advert interval keepalived runs with.
+	// AdvertInterval is the advert interval keepalived runs with, and
+	// VRRPVersion the VRRP version of its IPv4 instances.
 	AdvertInterval time.Duration
-	// FleetAdverts says that the interval follows the fleet
-	// (OPENSHIFT_HA_ADVERT_INTERVAL unset): fast while every pod can
-	// speak it, and SlowPods counts the pods that hold it slow.
-	FleetAdverts bool
-	SlowPods     int
+	VRRPVersion    int
+	// VRRPv2Pods counts the other pods that speak VRRPv2 (an older
+	// image): no peers of keepalived, bridged.
+	VRRPv2Pods int
 }
 
 // Bridge is the multicast bridge (relay.Relay).
@@ -48,7 +48,7 @@ type Bridge interface {
 type membershipCollector struct {
 	m                             Membership
 	peers, change, pods, up, errs *prometheus.Desc
-	interval, slow                *prometheus.Desc
+	interval, version, vrrp2      *prometheus.Desc
 }
 
 func newMembershipCollector(m Membership) *membershipCollector {
@@ -67,14 +67,16 @@ func newMembershipCollector(m Membership) *membershipCollector {
 		errs: prometheus.NewDesc("ipfailover_membership_watch_errors_total",
 			"Failed requests to the API server (lists, watches, reading or annotating this pod).", nil, nil),
 		interval: prometheus.NewDesc("ipfailover_advert_interval_seconds",
-			"The VRRP advert interval keepalived runs with now: the fast one (VRRPv3) while every pod of the workload can speak it, 1 (VRRPv2) otherwise, or OPENSHIFT_HA_ADVERT_INTERVAL. Pods of one workload that differ do not hear each other.", nil, nil),
-		slow: prometheus.NewDesc("ipfailover_fleet_slow_pods",
-			"Other pods of the workload that hold it at 1 s VRRPv2 adverts (an older image, the shipped image or multicast mode, an explicit OPENSHIFT_HA_ADVERT_INTERVAL): `ipfailover peers` names them. Served while OPENSHIFT_HA_ADVERT_INTERVAL is unset.", nil, nil),
+			"The VRRP advert interval keepalived runs with: OPENSHIFT_HA_ADVERT_INTERVAL, or the fast one. Pods at different intervals hear each other (VRRPv3).", nil, nil),
+		version: prometheus.NewDesc("ipfailover_vrrp_version",
+			"The VRRP version keepalived speaks for IPv4 (IPv6 is always 3): 3 with the peers from the pods. Pods of one workload at different versions do not hear each other.", nil, nil),
+		vrrp2: prometheus.NewDesc("ipfailover_membership_vrrp2_pods",
+			"Other pods of the workload that speak VRRPv2 (an older image, publishing its address alone, or heard on the wire): no peers of keepalived; the multicast bridge relays this node's masters to them. `ipfailover peers` names them.", nil, nil),
 	}
 }
 
 func (c *membershipCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.peers, c.change, c.pods, c.up, c.errs, c.interval, c.slow} {
+	for _, d := range []*prometheus.Desc{c.peers, c.change, c.pods, c.up, c.errs, c.interval, c.version, c.vrrp2} {
 		ch <- d
 	}
 }
@@ -96,9 +98,8 @@ func (c *membershipCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, boolValue(s.WatchUp))
 	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.CounterValue, float64(s.WatchErrors))
 	ch <- prometheus.MustNewConstMetric(c.interval, prometheus.GaugeValue, s.AdvertInterval.Seconds())
-	if s.FleetAdverts {
-		ch <- prometheus.MustNewConstMetric(c.slow, prometheus.GaugeValue, float64(s.SlowPods))
-	}
+	ch <- prometheus.MustNewConstMetric(c.version, prometheus.GaugeValue, float64(s.VRRPVersion))
+	ch <- prometheus.MustNewConstMetric(c.vrrp2, prometheus.GaugeValue, float64(s.VRRPv2Pods))
 }
 
 // bridgeCollector exports the multicast bridge's state.
@@ -111,7 +112,7 @@ func newBridgeCollector(b Bridge) *bridgeCollector {
 	return &bridgeCollector{
 		b: b,
 		active: prometheus.NewDesc("ipfailover_multicast_bridge_active",
-			"1 while this node relays the adverts of the unicast instances it is master of to nodes that speak multicast VRRP (during a migration).", nil, nil),
+			"1 while this node relays the adverts of the instances it is master of to nodes that do not hear its keepalived: nodes that speak multicast VRRP, or pods that speak VRRPv2 (during a migration).", nil, nil),
 		sent: prometheus.NewDesc("ipfailover_multicast_bridge_adverts_total",
 			"Adverts the multicast bridge sent.", nil, nil),
 	}

@@ -74,7 +74,7 @@ var referenceSections = []referenceSection{
 		title: "Unicast peers from the pods",
 		when:  "Served with `OPENSHIFT_HA_UNICAST_PEERS_FROM=pods`.",
 		option: func(o *Options) {
-			o.Membership = membershipView{MembershipStatus{Peers: map[string]int{"ipv4": 2}, LastChange: time.Unix(1700000000, 0), In: 3, Out: 1, WatchUp: true, AdvertInterval: 200 * time.Millisecond, FleetAdverts: true}}
+			o.Membership = membershipView{MembershipStatus{Peers: map[string]int{"ipv4": 2}, LastChange: time.Unix(1700000000, 0), In: 3, Out: 1, WatchUp: true, AdvertInterval: 200 * time.Millisecond, VRRPVersion: 3}}
 		},
 		collector: func(o Options) prometheus.Collector { return newMembershipCollector(o.Membership) },
 	},

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,8 +50,11 @@ func IsConfigError(err error) bool {
 
 // Plan is everything the program derives before it touches the host.
 type Plan struct {
-	Config    *config.Config
-	Node      config.Node
+	Config *config.Config
+	Node   config.Node
+	// Fleet is what the workload's other pods publish, with
+	// OPENSHIFT_HA_UNICAST_PEERS_FROM=pods (zero otherwise).
+	Fleet     Fleet
 	Instances []config.Instance
 	// Text is the keepalived.conf to write.
 	Text []byte
@@ -59,11 +63,24 @@ type Plan struct {
 // Fleet is what the workload's other pods publish, with
 // OPENSHIFT_HA_UNICAST_PEERS_FROM=pods.
 type Fleet struct {
-	// Members are the addresses the other pods publish.
+	// Members are the addresses of the other pods that speak this node's
+	// VRRP: keepalived's unicast peers.
 	Members []netip.Addr
-	// Fast says that every other pod can speak the fast adverts
-	// (config.Node.FastAdverts).
-	Fast bool
+	// VRRPv2 are the IPv4 addresses of the other pods that speak VRRPv2
+	// (an older image): keepalived does not hear them nor they it, so they
+	// are no peers of it, and the multicast bridge relays this node's
+	// masters to them.
+	VRRPv2 []netip.Addr
+	// Unpublished names the pods of another template than this pod's
+	// that publish no address: multicast nodes (the shipped image, or
+	// multicast mode), to which the multicast bridge relays, or a
+	// rollout's new pods, starting.
+	Unpublished []string
+}
+
+// Equal says whether two fleets are the same.
+func (f Fleet) Equal(o Fleet) bool {
+	return slices.Equal(f.Members, o.Members) && slices.Equal(f.VRRPv2, o.VRRPv2) && slices.Equal(f.Unpublished, o.Unpublished)
 }
 
 // New finds the node's facts for cfg, checks that the scripts it names can
@@ -77,7 +94,9 @@ func New(cfg *config.Config, f Facts, fleet Fleet) (*Plan, error) {
 		return nil, err
 	}
 	if cfg.PeersFromPods {
-		node.Members, node.FastAdverts = fleet.Members, fleet.Fast
+		node.Members = fleet.Members
+	} else {
+		fleet = Fleet{}
 	}
 	if err := checkScripts(cfg); err != nil {
 		return nil, &ConfigError{err}
@@ -90,7 +109,7 @@ func New(cfg *config.Config, f Facts, fleet Fleet) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Plan{Config: cfg, Node: node, Instances: ins, Text: text}, nil
+	return &Plan{Config: cfg, Node: node, Fleet: fleet, Instances: ins, Text: text}, nil
 }
 
 // Interface is the interface the VIPs live on: OPENSHIFT_HA_NETWORK_INTERFACE
@@ -224,14 +243,14 @@ func (p *Plan) checkDescription() string {
 
 // AdvertInterval is the advert interval keepalived runs with.
 func (p *Plan) AdvertInterval() time.Duration {
-	interval, _ := p.Config.Adverts(p.Node)
+	interval, _ := p.Config.Adverts()
 	return interval
 }
 
 // VRRPVersion is the VRRP version of the IPv4 instances (IPv6 ones speak
 // VRRPv3).
 func (p *Plan) VRRPVersion() int {
-	if _, v3 := p.Config.Adverts(p.Node); v3 {
+	if _, v3 := p.Config.Adverts(); v3 {
 		return 3
 	}
 	return 2

@@ -101,7 +101,7 @@ type fakeSender struct {
 func (f *fakeSender) send(b []byte, to netip.Addr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.sent = append(f.sent, fmt.Sprintf("vrid %d prio %d to %s", b[1], b[2], to))
+	f.sent = append(f.sent, fmt.Sprintf("v%d vrid %d prio %d to %s", b[0]>>4, b[1], b[2], to))
 	return nil
 }
 
@@ -212,14 +212,14 @@ func TestRelayFollowsKeepalived(t *testing.T) {
 	if s := h.sent(); len(s) != 0 {
 		t.Fatalf("sent %v while off", s)
 	}
-	h.r.SetActive(true, "test")
-	if got := h.waitSent(t, 1); got[0] != "vrid 11 prio 255 to 224.0.0.18" {
+	h.r.SetListeners(Listeners{Multicast: true, Why: "test"})
+	if got := h.waitSent(t, 1); got[0] != "v2 vrid 11 prio 255 to 224.0.0.18" {
 		t.Errorf("first advert %q", got[0])
 	}
 	start := len(h.sent())
 	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_3", State: keepalived.StateNameMaster})
 	got := h.waitSent(t, start+1)
-	if !strings.Contains(strings.Join(got[start:], ","), "vrid 13 prio 255 to ff02::12") {
+	if !strings.Contains(strings.Join(got[start:], ","), "v3 vrid 13 prio 255 to ff02::12") {
 		t.Errorf("the IPv6 master is not relayed at once: %v", got[start:])
 	}
 	h.mu.Lock()
@@ -244,7 +244,7 @@ func TestRelayFollowsKeepalived(t *testing.T) {
 		t.Errorf("sent %v for instances no longer MASTER", s)
 	}
 
-	h.r.SetActive(false, "test")
+	h.r.SetListeners(Listeners{Why: "test"})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, s := range h.senders {
@@ -259,7 +259,7 @@ func TestRelayFollowsKeepalived(t *testing.T) {
 // TestRelayReplan: a new source address reopens the IPv4 socket from it.
 func TestRelayReplan(t *testing.T) {
 	h := newHarness(t, testPlan(t, "192.0.2.100", ""))
-	h.r.SetActive(true, "test")
+	h.r.SetListeners(Listeners{Multicast: true, Why: "test"})
 	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: keepalived.StateNameMaster})
 	h.waitSent(t, 1)
 	h.r.Replan(testPlan(t, "192.0.2.100", "192.0.2.99"))
@@ -287,17 +287,88 @@ func TestRelayReplan(t *testing.T) {
 func TestRelayGoodbye(t *testing.T) {
 	for _, alone := range []bool{true, false} {
 		h, stop := startHarness(testPlan(t, "192.0.2.100-101", "", alone))
-		h.r.SetActive(true, "test")
+		h.r.SetListeners(Listeners{Multicast: true, Why: "test"})
 		h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_2", State: keepalived.StateNameMaster})
 		h.waitSent(t, 1)
 		stop()
 		got := h.sent()
 		last := got[len(got)-1]
-		if alone && last != "vrid 12 prio 0 to 224.0.0.18" {
+		if alone && last != "v2 vrid 12 prio 0 to 224.0.0.18" {
 			t.Errorf("alone: last advert %q, want a priority-0 one for vrid 12", last)
 		}
 		if !alone && strings.Contains(strings.Join(got, ","), "prio 0") {
 			t.Errorf("with a unicast peer: sent %v, want no priority-0 advert", got)
 		}
 	}
+}
+
+// TestRelayVRRPv2Pods: the IPv4 masters are relayed to each VRRPv2 pod the
+// API server names, in VRRPv2 with the password, every second; IPv6 ones
+// are not (VRRPv2 has no IPv6); when the relay stops as the last node of
+// its side, each gets a priority-0 advert.
+func TestRelayVRRPv2Pods(t *testing.T) {
+	h, stop := startHarness(testPlan(t, "192.0.2.100,2001:db8::100", "", true))
+	h.r.SetListeners(Listeners{VRRPv2: []netip.Addr{netip.MustParseAddr("192.0.2.12"), netip.MustParseAddr("192.0.2.11")}, Why: "test"})
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: keepalived.StateNameMaster})
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_2", State: keepalived.StateNameMaster})
+	got := h.waitSent(t, 2)
+	if diff := cmp.Diff([]string{"v2 vrid 11 prio 255 to 192.0.2.11", "v2 vrid 11 prio 255 to 192.0.2.12"}, got[:2]); diff != "" {
+		t.Errorf("relayed (-want +got):\n%s", diff)
+	}
+	if multicast, n := h.r.Listening(); multicast || n != 2 {
+		t.Errorf("Listening = %v, %d; want false, 2", multicast, n)
+	}
+	stop()
+	got = h.sent()
+	if strings.Contains(strings.Join(got, ","), "vrid 12") {
+		t.Errorf("the IPv6 instance was relayed to VRRPv2 pods: %v", got)
+	}
+	if diff := cmp.Diff([]string{"v2 vrid 11 prio 0 to 192.0.2.11", "v2 vrid 11 prio 0 to 192.0.2.12"}, got[len(got)-2:]); diff != "" {
+		t.Errorf("goodbye (-want +got):\n%s", diff)
+	}
+}
+
+// TestRelayHeard: an address heard speaking VRRPv2 is relayed to at once,
+// at the interval it speaks, until HeardHold after the last such advert.
+func TestRelayHeard(t *testing.T) {
+	h := newHarness(t, testPlan(t, "192.0.2.100", ""))
+	var mu sync.Mutex
+	now := time.Now()
+	h.r.mu.Lock()
+	h.r.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h.r.mu.Unlock()
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: keepalived.StateNameMaster})
+	time.Sleep(50 * time.Millisecond)
+	if s := h.sent(); len(s) != 0 {
+		t.Fatalf("sent %v to nobody", s)
+	}
+	h.r.Heard(netip.MustParseAddr("192.0.2.14"), 2*time.Second)
+	if got := h.waitSent(t, 1); got[0] != "v2 vrid 11 prio 255 to 192.0.2.14" {
+		t.Errorf("first advert %q", got[0])
+	}
+	// Sub-second and IPv6 sources are no VRRPv2 speakers.
+	h.r.Heard(netip.MustParseAddr("192.0.2.15"), 500*time.Millisecond)
+	h.r.Heard(netip.MustParseAddr("2001:db8::15"), time.Second)
+	if _, n := h.r.Listening(); n != 1 {
+		t.Errorf("Listening: %d VRRPv2 pods, want 1", n)
+	}
+	mu.Lock()
+	now = now.Add(HeardHold)
+	mu.Unlock()
+	if h.r.Active() {
+		t.Error("still active once the hold ended")
+	}
+}
+
+// TestRelayKeepsMasterOnLowerPriority: a master that hears a lower
+// priority (keepalived's MASTER_RX_LOWER_PRI line) is still master, and
+// still relayed.
+func TestRelayKeepsMasterOnLowerPriority(t *testing.T) {
+	h := newHarness(t, testPlan(t, "192.0.2.100", ""))
+	h.r.SetListeners(Listeners{VRRPv2: []netip.Addr{netip.MustParseAddr("192.0.2.12")}, Why: "test"})
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: keepalived.StateNameMaster})
+	h.waitSent(t, 1)
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: "MASTER_RX_LOWER_PRI", Priority: 200})
+	before := len(h.sent())
+	h.waitSent(t, before+1)
 }

@@ -26,9 +26,9 @@ var dropAll = func() []bpf.RawInstruction {
 type rawSender struct{ conn net.PacketConn }
 
 // openSender opens a raw VRRP socket bound to iface that sends to the
-// multicast group with a TTL (hop limit) of 255, as VRRP requires: from src
-// for IPv4, from the interface's link-local address for IPv6 (the kernel
-// computes the IPv6 checksum).
+// multicast group, and for IPv4 to single nodes, with a TTL (hop limit) of
+// 255, as VRRP requires: from src for IPv4, from the interface's
+// link-local address for IPv6 (the kernel computes the IPv6 checksum).
 func openSender(iface string, src netip.Addr, v6 bool) (sender, error) {
 	ifi, err := net.InterfaceByName(iface)
 	if err != nil {
@@ -60,7 +60,7 @@ func openSender(iface string, src netip.Addr, v6 bool) (sender, error) {
 	} else {
 		p := ipv4.NewPacketConn(conn)
 		err = firstErr(p.SetBPF(dropAll), p.SetMulticastInterface(ifi), p.SetMulticastTTL(255),
-			p.SetMulticastLoopback(false))
+			p.SetTTL(255), p.SetMulticastLoopback(false))
 	}
 	if err != nil {
 		conn.Close()

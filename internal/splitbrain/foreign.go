@@ -33,8 +33,6 @@ type key struct {
 type expectation struct {
 	instance string
 	version  int
-	// eitherVersion accepts VRRPv2 and VRRPv3.
-	eitherVersion bool
 	// auth is VRRPv2's PASS authentication data: the first 8 bytes of
 	// OPENSHIFT_HA_CONFIG_NAME, zero-padded, as keepalived sends it.
 	auth [8]byte
@@ -44,6 +42,9 @@ type expectation struct {
 	// peers are the unicast members other than this node; nil with
 	// multicast, where any source may be a member.
 	peers []netip.Addr
+	// vrrp2 are the workload's pods that speak VRRPv2 (plan.Fleet): no
+	// peers of keepalived, members all the same.
+	vrrp2 []netip.Addr
 }
 
 // vrrpAuthPass is VRRPv2's authentication type for a plain password.
@@ -58,13 +59,11 @@ func expectations(p *plan.Plan) map[key]expectation {
 	for _, in := range p.Instances {
 		k := key{v6: in.Is6(), vrid: int(in.RouterID)}
 		e := expectation{instance: in.Name, version: p.VRRPVersion(), auth: auth, vips: slices.Clone(in.VIPs), order: slices.Clone(in.VIPs)}
-		// A fleet that follows its pods switches between VRRPv2 and
-		// VRRPv3 together, each node at its own reload: for that
-		// moment its members' adverts are of either version.
-		e.eitherVersion = p.Config.FleetAdverts
 		if k.v6 {
 			// keepalived speaks VRRPv3 for IPv6 whatever the settings.
-			e.version, e.eitherVersion = 3, false
+			e.version = 3
+		} else {
+			e.vrrp2 = slices.Clone(p.Fleet.VRRPv2)
 		}
 		slices.SortFunc(e.vips, netip.Addr.Compare)
 		if p.Config.Unicast {
@@ -82,8 +81,7 @@ func expectations(p *plan.Plan) map[key]expectation {
 // a member of this deployment.
 func (e expectation) differences(a advert, src netip.Addr) []string {
 	var d []string
-	either := e.eitherVersion && (a.version == 2 || a.version == 3)
-	if a.version != e.version && !either {
+	if a.version != e.version {
 		d = append(d, fmt.Sprintf("VRRP version %d where this deployment speaks %d", a.version, e.version))
 	} else if a.version == 2 {
 		switch {
@@ -102,6 +100,22 @@ func (e expectation) differences(a advert, src netip.Addr) []string {
 		d = append(d, "the source is not one of OPENSHIFT_HA_UNICAST_PEERS")
 	}
 	return d
+}
+
+// member says whether a, from src, is an advert of one of the workload's
+// pods that keepalived does not hear: a pod that speaks the other VRRP
+// version, or one it does not list, with this deployment's VIPs and
+// password. departed adds src to the peers.
+func (e expectation) member(a advert, src netip.Addr, departed bool) bool {
+	if e.peers == nil || !(departed || slices.Contains(e.peers, src) || slices.Contains(e.vrrp2, src)) {
+		return false
+	}
+	if a.version == 2 && (a.authType != vrrpAuthPass || a.auth != e.auth) {
+		return false
+	}
+	got := slices.Clone(a.addrs)
+	slices.SortFunc(got, netip.Addr.Compare)
+	return slices.Equal(got, e.vips)
 }
 
 func addrList(as []netip.Addr) string {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host/hosttest"
@@ -112,8 +113,6 @@ func TestDifferences(t *testing.T) {
 	multicast := expectation{instance: "X_VIP_1", version: 2, auth: pass, vips: addrs("192.0.2.100", "192.0.2.101")}
 	unicast := multicast
 	unicast.peers = addrs("192.0.2.12", "192.0.2.13")
-	fleet := unicast
-	fleet.eitherVersion = true
 	peer := netip.MustParseAddr("192.0.2.12")
 	stranger := netip.MustParseAddr("192.0.2.99")
 	ours := advert{version: 2, vrid: 11, priority: 100, authType: 1, auth: pass, addrs: addrs("192.0.2.101", "192.0.2.100")}
@@ -135,9 +134,7 @@ func TestDifferences(t *testing.T) {
 		{"another password", multicast, change(func(a *advert) { a.auth = other }), peer, []string{"another authentication password"}},
 		{"no authentication", multicast, change(func(a *advert) { a.authType = 0 }), peer, []string{"authentication type 0"}},
 		{"another version", multicast, change(func(a *advert) { a.version = 3; a.authType = 0; a.auth = [8]byte{} }), peer, []string{"VRRP version 3 where this deployment speaks 2"}},
-		{"a fleet switching to VRRPv3", fleet, change(func(a *advert) { a.version = 3; a.authType = 0; a.auth = [8]byte{} }), peer, nil},
-		{"a fleet switching, VRRPv2 with another password", fleet, change(func(a *advert) { a.auth = other }), peer, []string{"another authentication password"}},
-		{"a fleet, version 4", fleet, change(func(a *advert) { a.version = 4 }), peer, []string{"VRRP version 4 where this deployment speaks 2"}},
+		{"version 4", unicast, change(func(a *advert) { a.version = 4 }), peer, []string{"VRRP version 4 where this deployment speaks 2"}},
 		{"another VIP set", multicast, change(func(a *advert) { a.addrs = addrs("192.0.2.100") }), peer, []string{"VIPs [192.0.2.100] where this deployment has [192.0.2.100 192.0.2.101]"}},
 		{"not a unicast peer", unicast, ours, stranger, []string{"not one of OPENSHIFT_HA_UNICAST_PEERS"}},
 		{"everything", unicast, change(func(a *advert) { a.auth = other; a.addrs = addrs("198.51.100.1") }), stranger,
@@ -196,5 +193,46 @@ func TestForeignCounts(t *testing.T) {
 	}
 	if got[0].VRID != 11 || got[len(got)-1].VRID != 12 {
 		t.Errorf("snapshot not sorted by router id: first %+v, last %+v", got[0], got[len(got)-1])
+	}
+}
+
+// TestMember: an advert keepalived does not hear is a member's when its
+// source is a peer, a VRRPv2 pod of the workload or a departed peer, and
+// it carries this deployment's VIPs and, for VRRPv2, its password.
+func TestMember(t *testing.T) {
+	var pass, other [8]byte
+	copy(pass[:], "OpenShif")
+	copy(other[:], "secret")
+	e := expectation{instance: "X_VIP_1", version: 3, auth: pass, vips: addrs("192.0.2.100", "192.0.2.101"),
+		peers: addrs("192.0.2.12"), vrrp2: addrs("192.0.2.14")}
+	v2 := advert{version: 2, vrid: 11, priority: 100, authType: 1, auth: pass, interval: time.Second, addrs: addrs("192.0.2.101", "192.0.2.100")}
+	v3 := advert{version: 3, vrid: 11, priority: 100, interval: 500 * time.Millisecond, addrs: addrs("192.0.2.100", "192.0.2.101")}
+	otherPass := v2
+	otherPass.auth = other
+	otherVIPs := v3
+	otherVIPs.addrs = addrs("192.0.2.100")
+	peer, vrrp2, stranger := netip.MustParseAddr("192.0.2.12"), netip.MustParseAddr("192.0.2.14"), netip.MustParseAddr("192.0.2.99")
+	for _, tt := range []struct {
+		name     string
+		e        expectation
+		a        advert
+		src      netip.Addr
+		departed bool
+		want     bool
+	}{
+		{"a peer speaking VRRPv2", e, v2, peer, false, true},
+		{"a VRRPv2 pod", e, v2, vrrp2, false, true},
+		{"a VRRPv2 pod speaking VRRPv3", e, v3, vrrp2, false, true},
+		{"a departed peer", e, v2, stranger, true, true},
+		{"a stranger", e, v2, stranger, false, false},
+		{"another password", e, otherPass, peer, false, false},
+		{"other VIPs", e, otherVIPs, vrrp2, false, false},
+		{"multicast: no members", expectation{instance: "X_VIP_1", version: 2, auth: pass, vips: e.vips}, v3, peer, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.e.member(tt.a, tt.src, tt.departed); got != tt.want {
+				t.Errorf("member = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host/hosttest"
+	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/test/syncbuf"
 )
 
@@ -180,6 +181,12 @@ func newGuardTest(t *testing.T, raw config.Raw, prefixes ...string) *guardTest {
 
 func newGuardTestTiming(t *testing.T, tm timing, raw config.Raw, prefixes ...string) *guardTest {
 	t.Helper()
+	return newGuardTestWith(t, tm, raw, func(*Options) {}, prefixes...)
+}
+
+// newGuardTestWith is newGuardTestTiming with Options changed by opts.
+func newGuardTestWith(t *testing.T, tm timing, raw config.Raw, opts func(*Options), prefixes ...string) *guardTest {
+	t.Helper()
 	gt := &guardTest{t: t, host: newFakeHost(prefixes...), arp: newFakeConn(), vrrp4: newFakeConn(), k: &fakeKeepalived{}, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	gt.k.pid.Store(100)
 	gt.nsOut, gt.naIn = newFakeConn(), newFakeConn()
@@ -190,10 +197,12 @@ func newGuardTestTiming(t *testing.T, tm timing, raw config.Raw, prefixes ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newGuard(Options{
+	o := Options{
 		Plan: testPlan(t, raw), Host: gt.host, Keepalived: gt.k,
 		Logger: slog.New(slog.NewTextHandler(gt.logs, nil)),
-	}, &ifi, r, gt.socks, tm)
+	}
+	opts(&o)
+	g, err := newGuard(o, &ifi, r, gt.socks, tm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,6 +697,73 @@ func TestGuardReplan(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestGuardHeard: with the peers from the pods keepalived speaks VRRPv3; an
+// advert of this deployment in VRRPv2 from a peer or a VRRPv2 pod, or in
+// VRRPv3 from a VRRPv2 pod, is what a pod of the workload speaks where
+// keepalived does not hear it: Heard gets its source, version and
+// interval, and it is no foreign speaker. Relays (priority 255) and
+// goodbyes (0) say nothing of what a pod speaks; a stranger's advert is
+// foreign.
+func TestGuardHeard(t *testing.T) {
+	raw := config.Raw{VirtualIPs: "192.0.2.100,192.0.2.102", VIPGroups: "1", PeersFrom: config.PeersFromPods, PodName: "a", MonitorPort: "0"}
+	type heard struct {
+		src      string
+		version  int
+		interval time.Duration
+	}
+	got := make(chan heard, 10)
+	gt := newGuardTestWith(t, testTiming, raw, func(o *Options) {
+		o.Heard = func(src netip.Addr, version int, interval time.Duration) { got <- heard{src.String(), version, interval} }
+	}, "192.0.2.11/24")
+	cfg, err := config.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hosttest.New(map[string][]netip.Prefix{"eth0": {netip.MustParsePrefix("192.0.2.11/24")}})
+	h.Default = "eth0"
+	p, err := plan.New(cfg, h, plan.Fleet{Members: []netip.Addr{netip.MustParseAddr("192.0.2.12")}, VRRPv2: []netip.Addr{netip.MustParseAddr("192.0.2.14")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt.g.Replan(p)
+	// keepalived's VRRPv2 advert for vrid 11 with .100 and .102, priority
+	// 200, every second, and the same in VRRPv3 every 0.2 s.
+	_, v2, _ := ipPayload(t, capturedAdverts(t)["v2-multicast"])
+	v3 := []byte{0x31, 11, 200, 2, 0, 20, 0, 0, 192, 0, 2, 100, 192, 0, 2, 102}
+	relay := bytes.Clone(v2)
+	relay[2] = 255
+	from := func(s string) net.Addr { return &net.IPAddr{IP: net.ParseIP(s)} }
+	for _, in := range []packetIn{
+		{b: relay, from: from("192.0.2.12")},
+		{b: v2, from: from("192.0.2.12")},
+		{b: v2, from: from("192.0.2.14")},
+		{b: v3, from: from("192.0.2.14")},
+		{b: v2, from: from("192.0.2.99")},
+	} {
+		gt.vrrp4.in <- in
+	}
+	gt.waitFor("the stranger counted", func() bool { return len(gt.g.Snapshot().Foreign) == 1 })
+	want := []heard{{"192.0.2.12", 2, time.Second}, {"192.0.2.14", 2, time.Second}, {"192.0.2.14", 3, 200 * time.Millisecond}}
+	for _, w := range want {
+		select {
+		case h := <-got:
+			if h != w {
+				t.Errorf("heard %+v, want %+v", h, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("heard nothing, want %+v", w)
+		}
+	}
+	select {
+	case h := <-got:
+		t.Errorf("heard %+v too", h)
+	default:
+	}
+	if f := gt.g.Snapshot().Foreign; f[0].Source != "192.0.2.99" {
+		t.Errorf("foreign %+v, want only 192.0.2.99", f)
+	}
 }
 
 // TestGuardOpenErrors: a guard needs its plan, host and keepalived.

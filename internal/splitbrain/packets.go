@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 )
 
 // The packets the guard sends and reads: ARP probes, replies and
@@ -325,6 +326,9 @@ type advert struct {
 	// of authentication data; VRRPv3 has neither.
 	authType int
 	auth     [8]byte
+	// interval is the advert interval the advert carries: whole seconds
+	// in VRRPv2, centiseconds in VRRPv3.
+	interval time.Duration
 	addrs    []netip.Addr
 }
 
@@ -362,6 +366,9 @@ func parseAdvert(b []byte, v6 bool) (advert, error) {
 			return advert{}, fmt.Errorf("%w: VRRPv2 without an address", errNotAdvert)
 		}
 		a.authType = int(b[4])
+		a.interval = time.Duration(b[5]) * time.Second
+	} else {
+		a.interval = time.Duration(binary.BigEndian.Uint16(b[4:6])&0x0fff) * 10 * time.Millisecond
 	}
 	end := 8 + n*size
 	if version == 2 {

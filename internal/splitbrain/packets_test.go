@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gopacket/gopacket"
@@ -86,11 +87,11 @@ func TestParseCapturedAdverts(t *testing.T) {
 		src  string
 		want advert
 	}{
-		{"v2-multicast", "192.0.2.11", advert{version: 2, vrid: 11, priority: 200, authType: 1, auth: openShif, addrs: addrs("192.0.2.100", "192.0.2.102")}},
-		{"v2-unicast", "192.0.2.11", advert{version: 2, vrid: 13, priority: 250, authType: 1, auth: abc, addrs: addrs("192.0.2.103")}},
-		{"v3-ipv4", "192.0.2.11", advert{version: 3, vrid: 21, priority: 200, addrs: addrs("192.0.2.110")}},
-		{"v3-ipv6", "fe80::8480:f0ff:fe4c:4626", advert{version: 3, vrid: 12, priority: 250, addrs: addrs("2001:db8::100", "2001:db8::101")}},
-		{"v3-ipv6-slow", "fe80::8480:f0ff:fe4c:4626", advert{version: 3, vrid: 22, priority: 200, addrs: addrs("2001:db8::110")}},
+		{"v2-multicast", "192.0.2.11", advert{version: 2, vrid: 11, priority: 200, authType: 1, auth: openShif, interval: time.Second, addrs: addrs("192.0.2.100", "192.0.2.102")}},
+		{"v2-unicast", "192.0.2.11", advert{version: 2, vrid: 13, priority: 250, authType: 1, auth: abc, interval: time.Second, addrs: addrs("192.0.2.103")}},
+		{"v3-ipv4", "192.0.2.11", advert{version: 3, vrid: 21, priority: 200, interval: 100 * time.Millisecond, addrs: addrs("192.0.2.110")}},
+		{"v3-ipv6", "fe80::8480:f0ff:fe4c:4626", advert{version: 3, vrid: 12, priority: 250, interval: time.Second, addrs: addrs("2001:db8::100", "2001:db8::101")}},
+		{"v3-ipv6-slow", "fe80::8480:f0ff:fe4c:4626", advert{version: 3, vrid: 22, priority: 200, interval: 500 * time.Millisecond, addrs: addrs("2001:db8::110")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

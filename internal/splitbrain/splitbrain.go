@@ -92,6 +92,14 @@ type Options struct {
 	// Notified, when set, gets every line of keepalived's notify FIFO about
 	// an instance, in order, as the guard reads it (there is one reader).
 	Notified func(keepalived.Notification)
+	// Heard, when set, gets every advert (priority 1..254, with this
+	// deployment's VIPs and password) that one of the workload's pods
+	// sent for one of this deployment's router ids and keepalived does
+	// not hear: in the other VRRP version, or from a pod it does not list
+	// (plan.Fleet). What the wire says overrides what the API server
+	// says: such a pod's adverts mean two masters. It is called from
+	// the guard's readers and must not block.
+	Heard func(src netip.Addr, version int, interval time.Duration)
 }
 
 // probeBatch is how early a probe round may end, so that rounds close
@@ -148,6 +156,7 @@ type Guard struct {
 	isVIP      map[netip.Addr]bool
 	instance   map[netip.Addr]string
 	notified   func(keepalived.Notification)
+	heard      func(netip.Addr, int, time.Duration)
 	host       Host
 	keepalived Keepalived
 	notify     io.ReadCloser
@@ -273,6 +282,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		instance:      map[netip.Addr]string{},
 		expect:        expectations(o.Plan),
 		notified:      o.Notified,
+		heard:         o.Heard,
 		host:          o.Host,
 		keepalived:    o.Keepalived,
 		notify:        notify,
@@ -1003,6 +1013,15 @@ func (g *Guard) advert(b []byte, src netip.Addr, v6 bool) {
 	}
 	diffs := e.differences(a, src)
 	if len(diffs) == 0 {
+		return
+	}
+	if e.member(a, src, departed) {
+		// A pod of the workload that keepalived does not hear. Priority
+		// 255 is a bridge's relay and 0 a goodbye: only another
+		// keepalived's own adverts say what it speaks.
+		if g.heard != nil && a.priority > 0 && a.priority < 255 {
+			g.heard(src, a.version, a.interval)
+		}
 		return
 	}
 	if g.foreign.add(a.vrid, src) {

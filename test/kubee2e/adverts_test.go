@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/membership"
 	"github.com/ipfailover/ipfailover/test/kube"
@@ -16,21 +18,23 @@ import (
 )
 
 // olderPod is the stand-in of a pod of an older image: the workload's
-// labels with a revision of its own, publishing an address and no
-// membership.FastAnnotation, on a node. It runs the pause image: no
-// keepalived answers from the address, which is outside the lab.
+// labels with a revision of its own, publishing an address alone (no
+// membership.FastAnnotation nor membership.AdvertsAnnotation), on a node.
+// It runs the pause image: no keepalived answers from the address, which
+// is outside the lab.
 const olderPod = "ipfailover-older"
 
 // olderAddr is what olderPod publishes.
 var olderAddr = netip.MustParseAddr("203.0.113.250")
 
-// TestFleetAdverts: at the manifests' defaults the fleet runs VRRPv3 at
-// config.FastAdvertInterval; a pod that publishes its address without the
-// fast adverts (an older image) turns every pod to VRRPv2 at 1 s within
-// reloadBound, and its deletion turns them back; neither switch leaves a
-// VIP unanswered longer than a handover or on two nodes longer than
-// splitBound, and no node counts a foreign advert.
-func TestFleetAdverts(t *testing.T) {
+// TestOlderPodBridged: at the manifests' defaults every pod speaks VRRPv3
+// at config.FastAdvertInterval. A pod that publishes its address alone (an
+// older image, VRRPv2) changes nothing of that: every pod counts it as a
+// VRRPv2 pod within reloadBound, bridged, not a peer of keepalived, and
+// forgets it when it goes; no VIP is unanswered longer than a handover or
+// on two nodes longer than splitBound, and no node counts a foreign
+// advert.
+func TestOlderPodBridged(t *testing.T) {
 	c := need(t)
 	ctx := testContext(t, 10*time.Minute)
 	since := time.Now()
@@ -46,11 +50,23 @@ func TestFleetAdverts(t *testing.T) {
 	pods := podsReady(ctx, t, c)
 	settled(ctx, t, c, vips)
 	fast := config.FastAdvertInterval.Seconds()
-	for metric, want := range map[string]float64{"ipfailover_advert_interval_seconds": fast, "ipfailover_fleet_slow_pods": 0} {
+	for metric, want := range map[string]float64{"ipfailover_advert_interval_seconds": fast, "ipfailover_vrrp_version": 3, "ipfailover_membership_vrrp2_pods": 0} {
 		if err := everyNode(ctx, c, metric, want); err != nil {
 			t.Fatal(err)
 		}
 	}
+	confs := func() map[string]string {
+		out := map[string]string{}
+		for _, p := range pods {
+			b, err := c.Kubectl(ctx, "-n", kube.Namespace, "exec", p.Name, "--", "cat", "/etc/keepalived/keepalived.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[p.Name] = string(b)
+		}
+		return out
+	}
+	before := confs()
 
 	labels := maps.Clone(pods[0].Labels)
 	labels["pod-template-hash"] = "older"
@@ -68,7 +84,7 @@ func TestFleetAdverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var slowIn, fastIn time.Duration
+	var bridgedIn, forgottenIn time.Duration
 	var total, longest map[netip.Addr]time.Duration
 	gaps, err := c.ProbeDuring(ctx, targets(vips), probeEvery, func() error {
 		m := c.Lab().MeterSplits(vips, probeEvery, func(h lab.HolderMap) { t.Logf("holders %s", h) })
@@ -77,12 +93,14 @@ func TestFleetAdverts(t *testing.T) {
 		if _, err := c.KubectlInput(ctx, manifest, "apply", "-f", "-"); err != nil {
 			return err
 		}
-		if err := everyNode(ctx, c, "ipfailover_advert_interval_seconds", 1); err != nil {
+		if err := everyNode(ctx, c, "ipfailover_membership_vrrp2_pods", 1); err != nil {
 			return err
 		}
-		slowIn = time.Since(began)
-		if err := everyNode(ctx, c, "ipfailover_fleet_slow_pods", 1); err != nil {
-			return err
+		bridgedIn = time.Since(began)
+		for metric, want := range map[string]float64{"ipfailover_multicast_bridge_active": 1, "ipfailover_advert_interval_seconds": fast, "ipfailover_vrrp_version": 3} {
+			if err := everyNode(ctx, c, metric, want); err != nil {
+				return err
+			}
 		}
 		if _, err := c.Holders(ctx, vips, quiet); err != nil {
 			return err
@@ -91,10 +109,13 @@ func TestFleetAdverts(t *testing.T) {
 		if _, err := c.Kubectl(ctx, "-n", kube.Namespace, "delete", "pod", olderPod, "--wait=false"); err != nil {
 			return err
 		}
-		if err := everyNode(ctx, c, "ipfailover_advert_interval_seconds", fast); err != nil {
+		if err := everyNode(ctx, c, "ipfailover_membership_vrrp2_pods", 0); err != nil {
 			return err
 		}
-		fastIn = time.Since(began)
+		forgottenIn = time.Since(began)
+		if err := everyNode(ctx, c, "ipfailover_multicast_bridge_active", 0); err != nil {
+			return err
+		}
 		_, err := c.Holders(ctx, vips, quiet)
 		return err
 	}, nil)
@@ -106,14 +127,18 @@ func TestFleetAdverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("every pod slow %s after the older pod was created, fast again %s after it was deleted", slowIn.Round(time.Millisecond), fastIn.Round(time.Millisecond))
-	for _, d := range []time.Duration{slowIn, fastIn} {
+	t.Logf("every pod bridged the older pod %s after it was created, and forgot it %s after it was deleted", bridgedIn.Round(time.Millisecond), forgottenIn.Round(time.Millisecond))
+	for _, d := range []time.Duration{bridgedIn, forgottenIn} {
 		if d > reloadBound {
-			t.Errorf("the fleet switched in %s, want at most %s", d.Round(time.Millisecond), reloadBound)
+			t.Errorf("the pods followed the older pod in %s, want at most %s", d.Round(time.Millisecond), reloadBound)
 		}
 	}
-	checkGaps(t, "switching the adverts", gaps)
-	checkSplits(t, "switching the adverts", total, longest)
+	// Not a peer of keepalived: its configuration never changed.
+	if diff := cmp.Diff(before, confs()); diff != "" {
+		t.Errorf("keepalived.conf changed for a VRRPv2 pod (-before +after):\n%s", diff)
+	}
+	checkGaps(t, "an older pod", gaps)
+	checkSplits(t, "an older pod", total, longest)
 	checkNoDuplicates(ctx, t, c)
 	checkEvents(ctx, t, c, since)
 }
