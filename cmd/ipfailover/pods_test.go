@@ -85,7 +85,7 @@ func TestFleetOf(t *testing.T) {
 			Members: []netip.Addr{a("192.0.2.12"), a("192.0.2.14"), a("2001:db8::12"), a("2001:db8::13")},
 			VRRPv2:  []netip.Addr{a("192.0.2.13")}, Unpublished: []string{"shipped"}}},
 		{"an older image at VRRPv3 (a fraction)", "0.5", nil, plan.Fleet{
-			Members: []netip.Addr{a("192.0.2.12"), a("192.0.2.13"), a("192.0.2.14"), a("2001:db8::12"), a("2001:db8::13")},
+			Members:     []netip.Addr{a("192.0.2.12"), a("192.0.2.13"), a("192.0.2.14"), a("2001:db8::12"), a("2001:db8::13")},
 			Unpublished: []string{"shipped"}}},
 		{"the older image heard at VRRPv3, a new one at VRRPv2", "", map[netip.Addr]int{a("192.0.2.13"): 3, a("192.0.2.12"): 2}, plan.Fleet{
 			Members: []netip.Addr{a("192.0.2.12"), a("192.0.2.13"), a("192.0.2.14"), a("2001:db8::12"), a("2001:db8::13")},

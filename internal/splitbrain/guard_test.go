@@ -715,7 +715,9 @@ func TestGuardHeard(t *testing.T) {
 	}
 	got := make(chan heard, 10)
 	gt := newGuardTestWith(t, testTiming, raw, func(o *Options) {
-		o.Heard = func(src netip.Addr, version int, interval time.Duration) { got <- heard{src.String(), version, interval} }
+		o.Heard = func(src netip.Addr, version int, interval time.Duration) {
+			got <- heard{src.String(), version, interval}
+		}
 	}, "192.0.2.11/24")
 	cfg, err := config.Parse(raw)
 	if err != nil {
