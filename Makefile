@@ -32,7 +32,7 @@ PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/ipfailover)$$
 
-.PHONY: all build deps test e2e demo bench chaos perf-docs reference fuzz lint image image-test clean kube-deps kube-bins kube-up kube-down kube-test
+.PHONY: all build deps test e2e demo bench chaos perf-docs reference fuzz lint image image-test old-image clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -187,13 +187,27 @@ kube-up: kube-bins image $(KUBELAB)
 kube-down: $(KUBELAB)
 	$(KUBELAB) down
 
+# OLD_IMAGE is the image of OLD_COMMIT, the last commit whose pods speak
+# VRRPv2 with unicast peers: make kube-test rolls the workload from it and
+# back. Built once from a worktree of that commit (the clone's history
+# must have it), with the same base images.
+OLD_COMMIT := b338bc2
+OLD_IMAGE  := localhost/ipfailover:$(OLD_COMMIT)
+
+old-image:
+	@podman --runtime /usr/sbin/runc image exists $(OLD_IMAGE) || { \
+	  git cat-file -e $(OLD_COMMIT)^{commit} 2>/dev/null || { echo "old-image: this clone's history lacks $(OLD_COMMIT) (a shallow clone?)" >&2; exit 1; }; \
+	  d=$$(mktemp -d /var/tmp/ipfailover-$(OLD_COMMIT).XXXXXX) && git worktree add -q --detach $$d $(OLD_COMMIT) && \
+	  IMAGE=$(OLD_IMAGE) VERSION=$(OLD_COMMIT) $$d/images/build.sh; rc=$$?; git worktree remove --force $$d; exit $$rc; }
+
 # kube-test: the cluster's own tests (a second cluster up and down leaves
 # the machine as it found it), then the manifests' scenarios on a cluster
 # from kube-up, which goes away whatever the result.
-kube-test: kube-bins image $(KUBELAB)
+kube-test: kube-bins image old-image $(KUBELAB)
 	IPFAILOVER_KUBE_BIN=$(CURDIR)/$(KUBE_BIN) $(GO) test -count=1 -timeout 10m ./test/kube/
-	$(KUBELAB) up -bin $(KUBE_BIN) -image $(IMAGE)
-	IPFAILOVER_KUBE=$(CURDIR)/out/kube $(GO) test -count=1 -timeout 30m -v ./test/kubee2e/; \
+	$(KUBELAB) up -bin $(KUBE_BIN) -image $(IMAGE) -image $(OLD_IMAGE)
+	IPFAILOVER_KUBE=$(CURDIR)/out/kube IPFAILOVER_IMAGE=$(IMAGE) IPFAILOVER_OLD_IMAGE=$(OLD_IMAGE) \
+	  $(GO) test -count=1 -timeout 45m -v ./test/kubee2e/; \
 	  rc=$$?; $(KUBELAB) down; exit $$rc
 
 FORCE:

@@ -26,6 +26,13 @@ const (
 	rowUpgradeTwice = "kube: rolling update %s → this image: longest time on two nodes per VIP"
 	rowRollbackGap  = "kube: rollback (rollout undo) → %s: longest outage per VIP"
 	rowRollbackTwc  = "kube: rollback (rollout undo) → %s: longest time on two nodes per VIP"
+	rowPinGap       = "kube: rolling update pinning OPENSHIFT_HA_ADVERT_INTERVAL=" + pinnedInterval + ": longest outage per VIP"
+	rowPinTwice     = "kube: rolling update pinning OPENSHIFT_HA_ADVERT_INTERVAL=" + pinnedInterval + ": longest time on two nodes per VIP"
+	rowUnpinGap     = "kube: rolling update removing the pin: longest outage per VIP"
+	rowUnpinTwice   = "kube: rolling update removing the pin: longest time on two nodes per VIP"
+	// pinnedInterval is what the pinning rollout sets: pods at it and at
+	// the fast interval speak VRRPv3 and hear each other.
+	pinnedInterval = "0.5"
 )
 
 // Targets of the rows: every VIP of a dead, frozen or cut off holder
@@ -65,6 +72,9 @@ type KubeBench struct {
 	UpgradeFrom string
 	// UpgradeRounds is how many updates and rollbacks are measured.
 	UpgradeRounds int
+	// PinRounds is how many times a rolling update pins the advert
+	// interval and another removes the pin (0: no pin rows).
+	PinRounds int
 }
 
 // KubeBenchRows brings a cluster up as a kube run does (o.Target "kube":
@@ -112,6 +122,30 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 			}
 		}
 	}
+	for round := range b.PinRounds {
+		for _, step := range []struct {
+			change     string
+			gap, twice string
+		}{
+			{"OPENSHIFT_HA_ADVERT_INTERVAL=" + pinnedInterval, rowPinGap, rowPinTwice},
+			{"OPENSHIFT_HA_ADVERT_INTERVAL-", rowUnpinGap, rowUnpinTwice},
+		} {
+			fmt.Fprintf(t.o.Progress, "kube bench: kubectl set env %s, round %d of %d\n", step.change, round+1, b.PinRounds)
+			upgradeLoad = loadAverage(upgradeLoad)
+			gaps, twice, err := t.upgrade(ctx, func() error {
+				_, err := t.c.Kubectl(ctx, "-n", kube.Namespace, "set", "env", deployment, step.change)
+				return err
+			})
+			upgradeLoad = loadAverage(upgradeLoad)
+			if err != nil {
+				return nil, fmt.Errorf("kubectl set env %s: %w", step.change, err)
+			}
+			for i := range gaps {
+				add(step.gap, bench.Sample{Value: gaps[i]})
+				add(step.twice, bench.Sample{Value: twice[i]})
+			}
+		}
+	}
 	if b.UpgradeFrom != "" {
 		if err := t.toImage(ctx, b.UpgradeFrom); err != nil {
 			return nil, err
@@ -153,6 +187,9 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 			row.Note += loadNote(failoverLoad)
 		case fmt.Sprintf(rowUpgradeGap, b.UpgradeFrom), fmt.Sprintf(rowRollbackGap, b.UpgradeFrom):
 			row.Note = fmt.Sprintf("kubectl apply of the overlay with the image changed, or kubectl rollout undo; a client probing every VIP every %s, until the rollout is over and the holders settled; less the client's own stalls, as make chaos counts them", ProbeInterval) + loadNote(upgradeLoad)
+		case rowPinGap, rowUnpinGap:
+			row.Note = fmt.Sprintf("kubectl set env deployment/ipfailover, at the manifests' defaults; a client probing every VIP every %s, until the rollout is over and the holders settled; less the client's own stalls, as make chaos counts them", ProbeInterval) + loadNote(upgradeLoad)
+			row.Check("worst", twiceTarget)
 		default:
 			row.Note = "by netlink dumps of every node every 5 ms, over the whole update until the holders settled" + loadNote(upgradeLoad)
 			row.Check("worst", twiceTarget)

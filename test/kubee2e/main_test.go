@@ -60,8 +60,11 @@ func testMain(m *testing.M) int {
 		return m.Run()
 	}
 	defer c.Close()
+	// The image under test: IPFAILOVER_IMAGE, or the one ipfailover
+	// image that is not the older one the upgrade cases start from.
+	image = os.Getenv("IPFAILOVER_IMAGE")
 	for _, ref := range c.State().Images {
-		if strings.Contains(ref, "ipfailover") {
+		if image == "" && strings.Contains(ref, "ipfailover") && ref != os.Getenv("IPFAILOVER_OLD_IMAGE") {
 			image = ref
 		}
 	}

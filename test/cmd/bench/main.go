@@ -54,7 +54,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, adverts, scale, scale10, image, kube, kube-failover, kube-upgrade, chaos (default all; kube-upgrade only with -upgrade-from)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, adverts, scale, scale10, image, kube, kube-failover, kube-pin, kube-upgrade, chaos (default all; kube-upgrade only with -upgrade-from)")
 	image := flag.String("image", "localhost/ipfailover:dev", "the image whose size the image rows report, read with podman when it exists (empty: no image rows), and that the kube phase runs")
 	kubeBin := flag.String("kube-bin", "bin/kube", "the Kubernetes binaries of the kube phase (make kube-bins)")
 	chaosFor := flag.Duration("chaos-for", 2*time.Minute, "length of the chaos phase's mixed run")
@@ -118,6 +118,9 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	if *only == "" || slices.Contains(o.Phases, "kube-failover") {
 		kubeFaults.Rounds = *rounds
 	}
+	if *only == "" || slices.Contains(o.Phases, "kube-pin") {
+		kubeFaults.PinRounds = min(*rounds, 2)
+	}
 	if *only == "" || slices.Contains(o.Phases, "kube-upgrade") {
 		kubeFaults.UpgradeFrom = *upgradeFrom
 		if *upgradeFrom == "" && *only != "" {
@@ -132,7 +135,7 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	if rep == nil {
 		return runErr
 	}
-	if runErr == nil && (kubeFaults.Rounds > 0 || kubeFaults.UpgradeFrom != "") {
+	if runErr == nil && (kubeFaults.Rounds > 0 || kubeFaults.PinRounds > 0 || kubeFaults.UpgradeFrom != "") {
 		rows, err := kubeFaultRows(ctx, log, dir, bin, *image, *kubeBin, commit, kubeFaults)
 		if err != nil {
 			return fmt.Errorf("kube faults: %w", err)
@@ -209,7 +212,7 @@ func kubeFaultRows(ctx context.Context, log *slog.Logger, dir, bin, image, kubeB
 		return nil, err
 	}
 	defer os.RemoveAll(kubeDir)
-	log.Info("kube fault phases", "failover_rounds", b.Rounds, "upgrade_from", b.UpgradeFrom)
+	log.Info("kube fault phases", "failover_rounds", b.Rounds, "pin_rounds", b.PinRounds, "upgrade_from", b.UpgradeFrom)
 	return chaos.KubeBenchRows(ctx, chaos.Options{Binary: bin, Self: svc, Out: filepath.Join("out", "bench-kube"), Commit: commit,
 		Progress: os.Stderr, Log: os.Stderr, Target: "kube", KubeDir: kubeDir, KubeBin: kubeBin, Image: image}, b)
 }
