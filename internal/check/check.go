@@ -30,6 +30,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/ipfailover/ipfailover/internal/component"
 )
 
 // The check's timing, chosen from measurements (see the package comment).
@@ -164,7 +166,9 @@ func (c *Checker) Run(ctx context.Context) error {
 				wg.Go(func() {
 					pctx, done := context.WithDeadline(ctx, began.Add(Timeout))
 					defer done()
-					err := wait(pctx)
+					// A probe that panics (a bug) fails, and the
+					// check goes on.
+					err := component.Safe("the check's probe", func() error { return wait(pctx) })
 					select {
 					case results <- result{took: time.Since(began), err: err}:
 					case <-ctx.Done():

@@ -422,3 +422,31 @@ func TestFailingFromTheStartDecides(t *testing.T) {
 		}
 	})
 }
+
+// panicky's probes wait for an answer and panic.
+type panicky struct{}
+
+func (panicky) Probe() (func(context.Context) error, error) {
+	return func(context.Context) error { panic("a bug in the probe") }, nil
+}
+
+// TestPanickingProbeFails: a probe that panics is a failed probe: the
+// check decides it fails, and Run goes on until its context ends.
+func TestPanickingProbeFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- New(Options{Prober: panicky{}, Reporter: &reports{}, Period: 100 * time.Millisecond, Recorder: rec}).Run(ctx)
+		}()
+		time.Sleep(time.Second)
+		if got := fmt.Sprint(rec.all()); got != "[false]" {
+			t.Errorf("recorder got %s, want [false]", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
