@@ -2,6 +2,7 @@ package keepalived
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ func TestParseNotification(t *testing.T) {
 		{name: "backup at start", line: `INSTANCE "X_VIP_1" BACKUP 200`, want: Notification{"X_VIP_1", StateNameBackup, 200}},
 		{name: "master", line: `INSTANCE "OpenShift_IPFailover_VIP_2" MASTER 254` + "\n", want: Notification{"OpenShift_IPFailover_VIP_2", StateNameMaster, 254}},
 		{name: "fault", line: `INSTANCE "a" FAULT 1`, want: Notification{"a", StateNameFault, 1}},
-		{name: "stop", line: `INSTANCE "X_VIP_2" STOP 250`, want: Notification{"X_VIP_2", StateNameStop, 250}},
+		{name: "stop", line: line("X_VIP_2", StateNameStop, 250), want: Notification{"X_VIP_2", StateNameStop, 250}},
 		{name: "no priority", line: `INSTANCE "a" MASTER`, want: Notification{"a", StateNameMaster, 0}},
 		{name: "a state this program does not know", line: `INSTANCE "a" MASTER_RX_LOWER_PRI 100`, want: Notification{"a", "MASTER_RX_LOWER_PRI", 100}},
 		{name: "sync group", line: `GROUP "g" MASTER`, other: true},
@@ -96,7 +97,7 @@ func TestNotifyFIFO(t *testing.T) {
 	}()
 	for _, lines := range []string{
 		"INSTANCE \"a\" BACKUP 200\nGROUP \"g\" BACKUP\nINSTANCE \"a\" MASTER 200\n",
-		"INSTANCE \"a\" STOP 200\nnonsense\nINSTANCE \"b\" BACKUP 100\n",
+		line("a", StateNameStop, 200) + "\nnonsense\nINSTANCE \"b\" BACKUP 100\n",
 	} {
 		w, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
@@ -146,4 +147,9 @@ func TestNotifyFIFO(t *testing.T) {
 	if _, err := OpenNotifyFIFO(plain); err == nil || !strings.Contains(err.Error(), "not a FIFO") {
 		t.Errorf("OpenNotifyFIFO(a plain file) = %v, want an error saying it is not a FIFO", err)
 	}
+}
+
+// line is a notify FIFO line as keepalived writes it.
+func line(instance string, state State, priority int) string {
+	return fmt.Sprintf("INSTANCE %q %s %d", instance, state, priority)
 }
