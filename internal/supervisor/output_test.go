@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/wait"
 )
 
@@ -127,4 +128,32 @@ func countEvents(f *fake, event string) int {
 		}
 	}
 	return n
+}
+
+// FuzzCopyOutput: whatever keepalived writes, and however the reads cut it,
+// the copy is the output without the lines IsDumpNotice matches.
+func FuzzCopyOutput(f *testing.F) {
+	f.Add([]byte(notice+"Entering MASTER STATE\n"+notice), uint8(0))
+	f.Add([]byte("no newline"), uint8(1))
+	f.Add([]byte("\n\n"+strings.TrimSuffix(notice, "\n")), uint8(2))
+	f.Fuzz(func(t *testing.T, in []byte, how uint8) {
+		var want []byte
+		for line := range bytes.Lines(in) {
+			if !keepalived.IsDumpNotice(line) {
+				want = append(want, line...)
+			}
+		}
+		var r io.Reader = bytes.NewReader(in)
+		switch how % 3 {
+		case 1:
+			r = iotest.OneByteReader(r)
+		case 2:
+			r = iotest.HalfReader(r)
+		}
+		var out bytes.Buffer
+		copyOutput(&out, r)
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Errorf("copied %q, want %q", out.Bytes(), want)
+		}
+	})
 }
