@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -288,5 +289,33 @@ func TestFaultyInstances(t *testing.T) {
 	}
 	if n := f.signals(t); n != 1 {
 		t.Errorf("%d dump signals after a second look, want 1", n)
+	}
+}
+
+// TestOneDumpPerProbe: readiness probes and scrapes at the same time, then the FAULT
+// reminder's look, cost keepalived one dump between them.
+func TestOneDumpPerProbe(t *testing.T) {
+	f := startFake(t, "two-master.json")
+	o := testOptions(newProcess(f.pid), f.dump)
+	// Past the default, so that a goroutine of the test that starts late on a busy machine
+	// still finds the dump.
+	o.DumpMaxAge = 5 * time.Second
+	srv := newServer(t, o)
+	srv.SetReady(true)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if code, body := get(t, srv.handler, "/readyz"); code != http.StatusOK {
+				t.Errorf("/readyz: %d %q", code, body)
+			}
+		})
+		wg.Go(func() { get(t, srv.handler, "/metrics") })
+	}
+	wg.Wait()
+	if _, _, err := srv.faultyInstances(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.signals(t); n != 1 {
+		t.Errorf("%d dump signals, want 1", n)
 	}
 }
