@@ -111,6 +111,7 @@ fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/keepalived -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/keepalived -run '^$$' -fuzz '^FuzzParseNotification$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/supervisor -run '^$$' -fuzz '^FuzzCopyOutput$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/splitbrain -run '^$$' -fuzz '^FuzzParseAdvert$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/host -run '^$$' -fuzz '^FuzzParseAddrMessages$$' -fuzztime $(FUZZTIME)
 

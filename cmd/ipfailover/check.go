@@ -33,7 +33,7 @@ func newPortCheck(p *plan.Plan, log *slog.Logger) (*portCheck, error) {
 	}
 	c := &portCheck{tcp: check.NewTCP(cfg.CheckTarget(p.Node)), metrics: metrics.NewCheckMetrics()}
 	c.checker = check.New(check.Options{
-		Prober: c.tcp, Reporter: file, Period: cfg.CheckInterval,
+		Prober: c.tcp, Setting: "OPENSHIFT_HA_MONITOR_PORT", Reporter: file, Period: cfg.CheckInterval,
 		Recorder: c.metrics, Logger: log,
 	})
 	return c, nil

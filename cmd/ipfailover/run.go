@@ -27,10 +27,11 @@ import (
 //
 // run is the composition root and owns every goroutine of the program (see
 // internal/component): in start order the reaper, the watch of the
-// workload's pods, the built-in check, the metrics server, the multicast
-// bridge, the split-brain guard and the reloader, and in the foreground
-// keepalived's supervision. They stop in the reverse order once keepalived
-// has stopped, and before the VIPs left on the interface are released.
+// workload's pods, the built-in check, the metrics server, the FAULT
+// reminder, the multicast bridge, the split-brain guard and the reloader,
+// and in the foreground keepalived's supervision. They stop in the reverse
+// order once keepalived has stopped, and before the VIPs left on the
+// interface are released.
 func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	for _, v := range config.UnknownVariables(os.Environ()) {
 		log.Warn("unknown variable ignored", "variable", v)
@@ -159,6 +160,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	if metricsLn != nil {
 		group.Go("metrics", component.Essential, func(ctx context.Context) error { return srv.Serve(ctx, metricsLn) })
 	}
+	group.Go("fault-reminder", component.Auxiliary, srv.RemindFaults)
 	if bridge != nil {
 		group.Go("multicast-bridge", component.Auxiliary, bridge.Run)
 	}

@@ -22,6 +22,11 @@
 // minutes). While the service is healthy the check costs one connection
 // per period. CHANGELOG.md ("The built-in check") has the measurements
 // behind these numbers.
+//
+// The log has a line when the check starts failing (or has failed Fall
+// times from the start) and when it passes again, and repeats the failure,
+// with the latest error, every Remind while it lasts: a log read by its
+// last lines still says why this node holds no VIPs.
 package check
 
 import (
@@ -49,6 +54,8 @@ const (
 	Fall = 9
 	// Rise is how many successes in a row make the check pass again.
 	Rise = 3
+	// Remind is how often a failing check says so again in the log.
+	Remind = time.Minute
 )
 
 // Prober makes attempts to reach the service.
@@ -79,6 +86,9 @@ type Recorder interface {
 type Options struct {
 	// Prober reaches the service; its String, if any, names it in logs.
 	Prober Prober
+	// Setting, if set, names in the log lines the setting that points the
+	// check at its service (OPENSHIFT_HA_MONITOR_PORT).
+	Setting string
 	// Reporter gets the state whenever it changes. The check starts
 	// failing: the caller reports that before keepalived starts.
 	Reporter Reporter
@@ -86,7 +96,8 @@ type Options struct {
 	Period time.Duration
 	// Recorder, when set, gets every probe and state change.
 	Recorder Recorder
-	// Logger gets one line per state change; nil discards.
+	// Logger gets one line per state change, and one every Remind while
+	// the check fails; nil discards.
 	Logger *slog.Logger
 }
 
@@ -119,6 +130,9 @@ type state struct {
 	// row; failing counts those failures until then.
 	decided bool
 	failing int
+	// failedAt is when the check decided that it fails; zero while it
+	// passes or has not decided.
+	failedAt time.Time
 	// lastErr is the latest failure, for the log.
 	lastErr error
 	// reportErr is set while reporting fails, so the log says it once.
@@ -141,6 +155,22 @@ func (c *Checker) Run(ctx context.Context) error {
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// remind runs while the check fails, Remind after its latest line.
+	remind := time.NewTimer(Remind)
+	remind.Stop()
+	defer remind.Stop()
+	reminding := false
+	record := func(r result) {
+		c.record(&s, r)
+		if failing := !s.failedAt.IsZero(); failing != reminding {
+			if failing {
+				remind.Reset(Remind)
+			} else {
+				remind.Stop()
+			}
+			reminding = failing
+		}
+	}
 	// schedule sets the timer for the next probe: Retry after the latest
 	// one while in doubt (a result disagreed, or a passing check waits for
 	// an answer), else a period after it.
@@ -159,7 +189,7 @@ func (c *Checker) Run(ctx context.Context) error {
 			lastSent = time.Now()
 			wait, err := c.o.Prober.Probe()
 			if wait == nil {
-				c.record(&s, result{took: time.Since(lastSent), err: err})
+				record(result{took: time.Since(lastSent), err: err})
 			} else {
 				out++
 				began := lastSent
@@ -178,8 +208,12 @@ func (c *Checker) Run(ctx context.Context) error {
 			schedule()
 		case r := <-results:
 			out--
-			c.record(&s, r)
+			record(r)
 			schedule()
+		case <-remind.C:
+			c.o.Logger.Warn("check fails: keepalived holds no VIPs on this node until it passes",
+				c.logged("last_error", s.lastErr, "failing_for", time.Since(s.failedAt).Round(time.Second).String())...)
+			remind.Reset(Remind)
 		}
 	}
 }
@@ -201,11 +235,12 @@ func (c *Checker) record(s *state, r result) {
 			s.failing = 0
 		}
 		if s.failing >= Fall {
-			s.decided = true
+			s.decided, s.failedAt = true, time.Now()
 			if c.o.Recorder != nil {
 				c.o.Recorder.Passing(false)
 			}
-			c.o.Logger.Warn("check fails from the start: keepalived holds no VIPs on this node until it passes", "target", fmt.Sprint(c.o.Prober), "failures_in_a_row", Fall, "last_error", s.lastErr)
+			c.o.Logger.Warn("check fails from the start: keepalived holds no VIPs on this node until it passes",
+				c.logged("failures_in_a_row", Fall, "last_error", s.lastErr)...)
 		}
 	}
 	if ok == s.passing {
@@ -225,13 +260,28 @@ func (c *Checker) record(s *state, r result) {
 		return
 	}
 	s.reportErr = nil
-	s.passing, s.streak, s.decided = ok, 0, true
+	failedAt := s.failedAt
+	s.passing, s.streak, s.decided, s.failedAt = ok, 0, true, time.Time{}
 	if c.o.Recorder != nil {
 		c.o.Recorder.Passing(ok)
 	}
-	if ok {
-		c.o.Logger.Info("check passes", "target", fmt.Sprint(c.o.Prober), "successes_in_a_row", Rise)
-	} else {
-		c.o.Logger.Warn("check fails: keepalived releases this node's VIPs", "target", fmt.Sprint(c.o.Prober), "failures_in_a_row", Fall, "last_error", s.lastErr)
+	switch {
+	case ok && !failedAt.IsZero():
+		c.o.Logger.Info("check passes", c.logged("successes_in_a_row", Rise, "failed_for", time.Since(failedAt).Round(time.Second).String())...)
+	case ok:
+		c.o.Logger.Info("check passes", c.logged("successes_in_a_row", Rise)...)
+	default:
+		s.failedAt = time.Now()
+		c.o.Logger.Warn("check fails: keepalived releases this node's VIPs", c.logged("failures_in_a_row", Fall, "last_error", s.lastErr)...)
 	}
+}
+
+// logged is a log line's attributes: the target and the setting that
+// names it, then args.
+func (c *Checker) logged(args ...any) []any {
+	out := []any{"target", fmt.Sprint(c.o.Prober)}
+	if c.o.Setting != "" {
+		out = append(out, "setting", c.o.Setting)
+	}
+	return append(out, args...)
 }

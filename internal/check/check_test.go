@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // service is a fake monitored service: what each probe meets.
@@ -447,6 +451,146 @@ func TestPanickingProbeFails(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// logLines records a Checker's log lines.
+type logLines struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+
+// since returns the lines logged at or after t, each as its time after t,
+// its message and its attributes key=value.
+func (l *logLines) since(t time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.recs {
+		if r.Time.Before(t) {
+			continue
+		}
+		line := fmt.Sprintf("%s %s", r.Time.Sub(t), r.Message)
+		r.Attrs(func(a slog.Attr) bool {
+			line += " " + a.String()
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}
+
+// TestFailureToldOnceAMinute: a failing check says so when it decides, then
+// again every minute on the minute with the latest error and the setting,
+// never more often; it says once that it passes, and then nothing.
+func TestFailureToldOnceAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		svc := &service{mode: refused}
+		logs := &logLines{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			_ = New(Options{Prober: svc, Setting: "OPENSHIFT_HA_MONITOR_PORT", Reporter: &reports{}, Period: 100 * time.Millisecond, Logger: slog.New(logs)}).Run(ctx)
+			close(done)
+		}()
+		defer func() {
+			cancel()
+			<-done
+		}()
+
+		const attrs = "target=the test service setting=OPENSHIFT_HA_MONITOR_PORT"
+		decided := (Fall - 1) * 100 * time.Millisecond // the Fall-th probe
+		// Half a period off the probes, so that none runs as the service
+		// comes back.
+		time.Sleep(3*time.Minute + 30*time.Second + 50*time.Millisecond)
+		want := []string{
+			fmt.Sprintf("%s check fails from the start: keepalived holds no VIPs on this node until it passes %s failures_in_a_row=%d last_error=%v", decided, attrs, Fall, errRefused),
+			fmt.Sprintf("%s check fails: keepalived holds no VIPs on this node until it passes %s last_error=%v failing_for=1m0s", decided+time.Minute, attrs, errRefused),
+			fmt.Sprintf("%s check fails: keepalived holds no VIPs on this node until it passes %s last_error=%v failing_for=2m0s", decided+2*time.Minute, attrs, errRefused),
+			fmt.Sprintf("%s check fails: keepalived holds no VIPs on this node until it passes %s last_error=%v failing_for=3m0s", decided+3*time.Minute, attrs, errRefused),
+		}
+		if diff := cmp.Diff(want, logs.since(start)); diff != "" {
+			t.Fatalf("log while failing from the start (-want +got):\n%s", diff)
+		}
+
+		back := time.Now()
+		svc.set(up)
+		time.Sleep(3 * time.Minute)
+		// The next period's probe sees it first, then Retry apart.
+		passed := 50*time.Millisecond + (Rise-1)*Retry
+		failedFor := back.Add(passed).Sub(start.Add(decided)).Round(time.Second)
+		want = []string{fmt.Sprintf("%s check passes %s successes_in_a_row=%d failed_for=%s", passed, attrs, Rise, failedFor)}
+		if diff := cmp.Diff(want, logs.since(back)); diff != "" {
+			t.Errorf("log once passing (-want +got):\n%s", diff)
+		}
+
+		// A failure after a pass: the same pace from its first line.
+		stopped := time.Now()
+		svc.set(refused)
+		time.Sleep(2*time.Minute + 30*time.Second)
+		got := logs.since(stopped)
+		if len(got) != 3 {
+			t.Fatalf("log after the service stopped again: %d lines, want 3:\n%s", len(got), strings.Join(got, "\n"))
+		}
+		first, _, _ := strings.Cut(got[0], " ")
+		at, err := time.ParseDuration(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = []string{
+			fmt.Sprintf("%s check fails: keepalived releases this node's VIPs %s failures_in_a_row=%d last_error=%v", at, attrs, Fall, errRefused),
+			fmt.Sprintf("%s check fails: keepalived holds no VIPs on this node until it passes %s last_error=%v failing_for=1m0s", at+time.Minute, attrs, errRefused),
+			fmt.Sprintf("%s check fails: keepalived holds no VIPs on this node until it passes %s last_error=%v failing_for=2m0s", at+2*time.Minute, attrs, errRefused),
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("log after the service stopped again (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestShortFailureNotRepeated: a failure shorter than Remind has its two
+// lines, fails and passes, and no other.
+func TestShortFailureNotRepeated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := &service{}
+		logs := &logLines{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			_ = New(Options{Prober: svc, Reporter: &reports{}, Period: 100 * time.Millisecond, Logger: slog.New(logs)}).Run(ctx)
+			close(done)
+		}()
+		defer func() {
+			cancel()
+			<-done
+		}()
+		time.Sleep(time.Second)
+		from := time.Now()
+		svc.set(refused)
+		time.Sleep(Remind - time.Second)
+		svc.set(up)
+		time.Sleep(5 * Remind)
+		var msgs []string
+		for _, l := range logs.since(from) {
+			_, rest, _ := strings.Cut(l, " ")
+			msg, _, _ := strings.Cut(rest, " target=")
+			msgs = append(msgs, msg)
+		}
+		want := []string{"check fails: keepalived releases this node's VIPs", "check passes"}
+		if diff := cmp.Diff(want, msgs); diff != "" {
+			t.Errorf("log of a failure shorter than %s (-want +got):\n%s", Remind, diff)
 		}
 	})
 }

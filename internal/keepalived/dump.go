@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // DumpPath is where keepalived writes its JSON dump: "keepalived.json" in
@@ -81,4 +82,45 @@ func ParseDump(b []byte) ([]VRRPInstance, error) {
 		}
 	}
 	return out, nil
+}
+
+// dumpNotice is the line keepalived's VRRP process logs for every JSON dump
+// signal it handles, before it writes the dump: "Printing VRRP as json for
+// process(<its pid>) on signal". Every 2.x release has it, unconditionally.
+const (
+	dumpNoticeHead = "Printing VRRP as json for process("
+	dumpNoticeTail = ") on signal"
+)
+
+// IsDumpNotice reports whether line, with or without its line ending, is
+// keepalived's notice of a JSON dump signal: the message alone, or after
+// the "<date>: " that --log-console puts before every message (a date of
+// letters, digits, spaces, colons and dots). Nothing else matches: not the
+// message with more text after it, nor a line that quotes it.
+func IsDumpNotice(line []byte) bool {
+	line = bytes.TrimRight(line, "\r\n")
+	i := bytes.Index(line, []byte(dumpNoticeHead))
+	if i < 0 || i > 0 && !isLogDate(line[:i]) {
+		return false
+	}
+	pid, ok := bytes.CutSuffix(line[i+len(dumpNoticeHead):], []byte(dumpNoticeTail))
+	return ok && len(pid) > 0 && len(pid) <= 10 && allIn(pid, "0123456789")
+}
+
+// isLogDate reports whether prefix is a "<date>: " as keepalived's console
+// log puts it before a message.
+func isLogDate(prefix []byte) bool {
+	date, ok := bytes.CutSuffix(prefix, []byte(": "))
+	return ok && len(date) > 0 && len(date) <= 48 && date[0] != ' ' &&
+		allIn(date, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 :.")
+}
+
+// allIn reports whether every byte of b is one of chars.
+func allIn(b []byte, chars string) bool {
+	for _, c := range b {
+		if strings.IndexByte(chars, c) < 0 {
+			return false
+		}
+	}
+	return true
 }

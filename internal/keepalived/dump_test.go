@@ -63,3 +63,36 @@ func TestParseDump(t *testing.T) {
 		})
 	}
 }
+
+// TestIsDumpNotice: keepalived's notice of a dump signal, as --log-console
+// writes it, and nothing else, not even lines that quote it.
+func TestIsDumpNotice(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		line string
+		want bool
+	}{
+		{"console line", "Wed Dec  2 10:18:53 2026: Printing VRRP as json for process(18) on signal\n", true},
+		{"without a newline", "Wed Dec  2 10:18:53 2026: Printing VRRP as json for process(18) on signal", true},
+		{"CRLF", "Wed Dec  2 10:18:53 2026: Printing VRRP as json for process(18) on signal\r\n", true},
+		{"message alone", "Printing VRRP as json for process(4194304) on signal\n", true},
+		{"the data dump", "Wed Dec  2 10:18:53 2026: Printing VRRP data for process(18) on signal\n", false},
+		{"the stats dump", "Wed Dec  2 10:18:53 2026: Printing VRRP stats for process(18) on signal\n", false},
+		{"more after it", "Wed Dec  2 10:18:53 2026: Printing VRRP as json for process(18) on signal, twice\n", false},
+		{"quoted", "level=INFO msg=\"Printing VRRP as json for process(18) on signal\"\n", false},
+		{"glued to a word", "x:Printing VRRP as json for process(18) on signal\n", false},
+		{"after a quote", "quoted: \"Wed Dec  2 10:18:53 2026: Printing VRRP as json for process(18) on signal\n", false},
+		{"after another message", "(VIP_1) said: Printing VRRP as json for process(18) on signal\n", false},
+		{"fractional seconds", "Wed Dec  2 10:18:53.123456 2026: Printing VRRP as json for process(18) on signal\n", true},
+		{"no pid", "Printing VRRP as json for process() on signal\n", false},
+		{"not a pid", "Printing VRRP as json for process(1a) on signal\n", false},
+		{"a state change", "Wed Dec  2 10:18:47 2026: (VIP_2) Entering MASTER STATE\n", false},
+		{"empty", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsDumpNotice([]byte(tt.line)); got != tt.want {
+				t.Errorf("IsDumpNotice(%q) = %v, want %v", tt.line, got, tt.want)
+			}
+		})
+	}
+}

@@ -56,9 +56,13 @@ type dumper struct {
 }
 
 // get returns a dump of the keepalived with the given PID, fresh enough for maxAge.
-func (d *dumper) get(pid int) (*dump, error) {
+func (d *dumper) get(pid int) (*dump, error) { return d.getWithin(pid, d.maxAge) }
+
+// getWithin returns a dump of the keepalived with the given PID younger than maxAge: the
+// latest one, or one in flight, or a new one.
+func (d *dumper) getWithin(pid int, maxAge time.Duration) (*dump, error) {
 	d.mu.Lock()
-	if l := d.last; l != nil && l.pid == pid && time.Since(l.at) < d.maxAge {
+	if l := d.last; l != nil && l.pid == pid && time.Since(l.at) < maxAge {
 		d.mu.Unlock()
 		return l, nil
 	}

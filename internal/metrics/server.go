@@ -3,7 +3,8 @@
 // /metrics keeps github.com/gen2brain/keepalived_exporter's names, labels and help texts
 // (keepalived_up, keepalived_vrrp_* with labels name, intf, vrid, state), read from keepalived's
 // JSON dump of the supervised process, and adds ipfailover_* series about this program and the
-// VIPs the kernel holds. /healthz and /readyz serve the kubelet's probes.
+// VIPs the kernel holds. /healthz and /readyz serve the kubelet's probes. From the same dump,
+// RemindFaults tells the log about instances that stay in FAULT.
 package metrics
 
 import (
@@ -93,7 +94,9 @@ type Server struct {
 	ready      atomic.Bool
 	check      *CheckMetrics
 	components func() []component.Health
-	log        *slog.Logger
+	// checkScript is the check script keepalived runs, if any.
+	checkScript string
+	log         *slog.Logger
 }
 
 // New builds a Server with its own registry.
@@ -150,7 +153,8 @@ func New(o Options) (*Server, error) {
 		reg.MustRegister(safe(newAddrWatchCollector(o.AddrWatch)))
 	}
 
-	s := &Server{keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger}
+	s := &Server{keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components,
+		checkScript: checkScript(o.Plan.Config), log: o.Logger}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
 	// garbage a fresh gzip writer per scrape costs on a node.

@@ -1,9 +1,10 @@
 // Package supervisor runs keepalived the way PID 1 of a container must: it
 // starts `keepalived -n --log-console [--no-syslog] -f <config> [extra
-// flags]` with its output passed through unchanged, restarts it with
-// backoff when it dies, gives up with an error on a crash loop, reloads it
-// with SIGHUP and stops it gracefully (SIGTERM, then time for its
-// priority-0 adverts, then SIGKILL only after Options.StopTimeout).
+// flags]` with its output passed through unchanged but for its notices of
+// JSON dump signals, restarts it with backoff when it dies, gives up with
+// an error on a crash loop, reloads it with SIGHUP and stops it gracefully
+// (SIGTERM, then time for its priority-0 adverts, then SIGKILL only after
+// Options.StopTimeout).
 //
 // # Reaping
 //

@@ -27,9 +27,8 @@ const (
 	DefaultCrashLoopWindow = time.Minute
 )
 
-// outputDrain bounds how long Run keeps copying keepalived's output into a
-// non-file writer after the last keepalived exited (an orphan may hold the
-// pipe open).
+// outputDrain bounds how long Run keeps copying keepalived's output after
+// the last keepalived exited (an orphan may hold the pipe open).
 const outputDrain = time.Second
 
 // ErrNotRunning is returned by Reload when keepalived is not running.
@@ -44,9 +43,10 @@ type Options struct {
 	Args []string
 	// Env is keepalived's environment; nil means this process's.
 	Env []string
-	// Stdout and Stderr receive keepalived's output unchanged (default
-	// os.Stdout and os.Stderr). An *os.File is handed to keepalived as is;
-	// any other writer is fed through a pipe.
+	// Stdout and Stderr receive keepalived's output (default os.Stdout
+	// and os.Stderr): keepalived writes into a pipe, and every byte it
+	// writes is copied on unchanged, except its notices of JSON dump
+	// signals (see copyOutput).
 	Stdout, Stderr io.Writer
 	Logger         *slog.Logger
 	// PIDFile is keepalived's own pid file (default keepalived.PIDFile). It
@@ -501,7 +501,7 @@ func waitGroupEmpty(pgid int, timeout time.Duration) bool {
 }
 
 // outputs holds the files keepalived gets as stdin, stdout and stderr, and
-// the copiers for writers that are not files.
+// the copiers from their pipes to the writers.
 type outputs struct {
 	stdin, stdout, stderr *os.File
 	toClose               []*os.File // our ends, closed after the last start
@@ -528,22 +528,20 @@ func newOutputs(stdout, stderr io.Writer) (*outputs, error) {
 	return o, nil
 }
 
-// file returns the file to hand keepalived for w.
+// file returns the write end of a pipe to hand keepalived, whose output
+// copyOutput copies to w.
 func (o *outputs) file(w io.Writer) (*os.File, error) {
-	if f, ok := w.(*os.File); ok {
-		return f, nil
-	}
 	r, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	// Best effort: room for a burst of transitions' lines while this
+	// process is not scheduled, so that keepalived does not block on a
+	// write (and send its adverts late) before the copier reads.
+	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, outputPipeSize)
 	o.toClose = append(o.toClose, pw)
 	o.copies = append(o.copies, r)
-	o.wg.Go(func() {
-		// Errors end the copy: a deadline after the last exit, or the
-		// writer failing. keepalived's output is not ours to judge.
-		_, _ = io.Copy(w, r)
-	})
+	o.wg.Go(func() { copyOutput(w, r) })
 	return pw, nil
 }
 

@@ -10,7 +10,9 @@
 //	ignore-term      ignore SIGTERM
 //	hold-term        on SIGTERM, exit only once the file term-release exists
 //
-// With -p FILE it writes its pid to FILE, like keepalived.
+// With -p FILE it writes its pid to FILE, like keepalived. On keepalived's
+// JSON dump signal (SIGRTMIN+2 with glibc) it logs keepalived's notice of
+// it to its standard error, then records "dump <pid>".
 package main
 
 import (
@@ -38,7 +40,7 @@ func main() {
 	pid := os.Getpid()
 	// Catch signals before announcing the start, so none is missed.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, sigJSON)
 	if exists(dir, "ignore-term") {
 		signal.Ignore(syscall.SIGTERM)
 	}
@@ -74,6 +76,11 @@ func main() {
 	}
 	event(dir, "running %d", pid)
 	for sig := range sigs {
+		if sig == sigJSON {
+			fmt.Fprintf(os.Stderr, "%s: Printing VRRP as json for process(%d) on signal\n", time.Now().Format("Mon Jan _2 15:04:05 2006"), pid)
+			event(dir, "dump %d", pid)
+			continue
+		}
 		name := strings.ToUpper(sig.(syscall.Signal).String())
 		event(dir, "signal %d %s", pid, name)
 		if sig == syscall.SIGHUP {
@@ -88,6 +95,10 @@ func main() {
 		os.Exit(0)
 	}
 }
+
+// sigJSON is keepalived's JSON dump signal with glibc (keepalived
+// --signum=JSON).
+const sigJSON = syscall.Signal(36)
 
 // grandchild waits until its parent is gone, then exits (becoming a zombie
 // of whoever adopted it).
