@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -105,8 +106,9 @@ func TestSpeaks(t *testing.T) {
 	}
 }
 
-// VRRPv2 lists the IPv4 addresses of the other pods that speak VRRPv2;
-// Unpublished leaves out the pods of this pod's own template.
+// VRRPv2 lists the IPv4 addresses of the other pods that speak VRRPv2, and
+// the held addresses of those that went; Unpublished leaves out the pods of
+// this pod's own template.
 func TestVRRPv2AndUnpublished(t *testing.T) {
 	fast := map[string]string{FastAnnotation: FastValue, AdvertsAnnotation: "vrrp3 0.2s"}
 	v := viewOf([]*metav1.PartialObjectMetadata{
@@ -118,7 +120,11 @@ func TestVRRPv2AndUnpublished(t *testing.T) {
 		pod("e", workload("old"), ""),
 		pod("f", map[string]string{"app": "ipfailover"}, ""),
 	}, "self")
-	if diff := cmp.Diff(addrs("192.0.2.12", "192.0.2.13"), v.VRRPv2(Adverts{2, time.Second}), cmpAddrs); diff != "" {
+	// Held: a departed pod of an older image, one of this image, and one
+	// whose address another pod publishes again.
+	v.Held = []Held{{Addr: netip.MustParseAddr("192.0.2.14")}, {Addr: netip.MustParseAddr("192.0.2.15"), Adverts: Adverts{3, 200 * time.Millisecond}},
+		{Addr: netip.MustParseAddr("192.0.2.11")}}
+	if diff := cmp.Diff(addrs("192.0.2.12", "192.0.2.13", "192.0.2.14"), v.VRRPv2(Adverts{2, time.Second}), cmpAddrs); diff != "" {
 		t.Errorf("VRRPv2, old pods at VRRPv2 (-want +got):\n%s", diff)
 	}
 	if got := v.VRRPv2(Adverts{3, 500 * time.Millisecond}); len(got) != 0 {

@@ -135,8 +135,10 @@ type View struct {
 // Held is an address that left the peers and is held as one.
 type Held struct {
 	Addr netip.Addr
-	// Pod is the pod that published it last.
-	Pod string
+	// Pod is the pod that published it last, and Adverts what it said it
+	// speaks (Member.Adverts).
+	Pod     string
+	Adverts Adverts
 	// Until is when it stops being a peer.
 	Until time.Time
 }
@@ -172,20 +174,30 @@ func (v View) Peers() []netip.Addr {
 	return out
 }
 
-// VRRPv2 are the addresses of the other members that speak VRRPv2
-// (Member.Speaks, old as there), sorted: pods of an older image, which
-// keepalived does not hear and which do not hear it. The multicast bridge
-// relays this node's masters to them; they are no peers of keepalived.
+// VRRPv2 are the IPv4 addresses of the other members that speak VRRPv2
+// (Member.Speaks, old as there), and the held ones whose pod did, sorted:
+// pods of an older image, which keepalived does not hear and which do not
+// hear it. The multicast bridge relays this node's masters to them; they
+// are no peers of keepalived.
 func (v View) VRRPv2(old Adverts) []netip.Addr {
 	var out []netip.Addr
+	add := func(a netip.Addr) {
+		if a.Is4() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
 	for _, m := range v.Members {
 		if m.Self || !m.In || m.Speaks(old).Version != 2 {
 			continue
 		}
 		for _, a := range m.Addrs {
-			if a.Is4() && !slices.Contains(out, a) {
-				out = append(out, a)
-			}
+			add(a)
+		}
+	}
+	for _, h := range v.Held {
+		if (Member{Addrs: []netip.Addr{h.Addr}, Adverts: h.Adverts}).Speaks(old).Version == 2 &&
+			!slices.ContainsFunc(v.Members, func(m Member) bool { return slices.Contains(m.Addrs, h.Addr) }) {
+			add(h.Addr)
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
@@ -222,7 +234,7 @@ func (v View) Equal(o View) bool {
 			a.Terminating == b.Terminating && a.In == b.In && a.Why == b.Why &&
 			a.Adverts == b.Adverts && a.Revision == b.Revision
 	}) && slices.EqualFunc(v.Held, o.Held, func(a, b Held) bool {
-		return a.Addr == b.Addr && a.Pod == b.Pod && a.Until.Equal(b.Until)
+		return a.Addr == b.Addr && a.Pod == b.Pod && a.Adverts == b.Adverts && a.Until.Equal(b.Until)
 	})
 }
 

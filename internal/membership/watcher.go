@@ -647,30 +647,35 @@ func (w *Watcher) holdDeparted(v *View) {
 			}
 		}
 	}
-	// The last view's peers, with the pod that published each.
-	last := map[netip.Addr]string{}
+	// The last view's peers, with the pod that published each and what
+	// it said it speaks.
+	type publisher struct {
+		pod     string
+		adverts Adverts
+	}
+	last := map[netip.Addr]publisher{}
 	for _, m := range w.view.Members {
 		if m.In && !m.Self {
 			for _, a := range m.Addrs {
-				last[a] = m.Pod
+				last[a] = publisher{m.Pod, m.Adverts}
 			}
 		}
 	}
 	for _, h := range w.view.Held {
 		if _, ok := last[h.Addr]; !ok {
-			last[h.Addr] = h.Pod
+			last[h.Addr] = publisher{h.Pod, h.Adverts}
 		}
 	}
 	held := map[netip.Addr]time.Time{}
 	var next time.Time
-	for a, pod := range last {
+	for a, p := range last {
 		if live[a] {
 			continue
 		}
 		until, ok := w.held[a]
 		if !ok {
 			until = now.Add(w.hold)
-			w.log.Info("a peer's address left the workload: held as a peer, keepalived not reloaded for it", "address", a, "pod", pod, "for", w.hold)
+			w.log.Info("a peer's address left the workload: held as a peer, keepalived not reloaded for it", "address", a, "pod", p.pod, "for", w.hold)
 		}
 		// While the API server does not answer, the view is as old as
 		// the outage: a hold that ends then lasts until it answers, so
@@ -679,7 +684,7 @@ func (w *Watcher) holdDeparted(v *View) {
 			continue
 		}
 		held[a] = until
-		v.Held = append(v.Held, Held{Addr: a, Pod: pod, Until: until})
+		v.Held = append(v.Held, Held{Addr: a, Pod: p.pod, Adverts: p.adverts, Until: until})
 		if until.After(now) && (next.IsZero() || until.Before(next)) {
 			next = until
 		}
