@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
@@ -153,12 +154,19 @@ func New(o Options) (*Server, error) {
 	s := &Server{keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
-	// garbage a fresh gzip writer per scrape costs on a node.
-	mux.Handle("GET /metrics", newSharedResponse(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	// garbage a fresh gzip writer per scrape costs on a node. The format
+	// is the one thing a scrape can choose: its query string (promhttp's
+	// name[] filter) is not honoured, so that every scrape of a format
+	// shares one rendering.
+	formats := expfmt.DefaultAcceptedFormats()
+	render := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:           promLogger{o.Logger},
 		ErrorHandling:      promhttp.ContinueOnError,
 		DisableCompression: true,
-	}), o.DumpMaxAge, s.keepalivedState))
+		AcceptedFormats:    formats,
+	})
+	format := func(r *http.Request) string { return string(expfmt.NegotiateAccept(r.Header, formats...)) }
+	mux.Handle("GET /metrics", newSharedResponse(render, o.DumpMaxAge, format, s.keepalivedState))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /{$}", index)
