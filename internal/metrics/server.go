@@ -95,6 +95,11 @@ type Server struct {
 	check      *CheckMetrics
 	components func() []component.Health
 	log        *slog.Logger
+	// conns bounds Serve's open connections; writeTimeout its
+	// responses, a scrape's wait for a slot and a rendering's wait for
+	// keepalived's dump included.
+	conns        *connLimit
+	writeTimeout time.Duration
 }
 
 // New builds a Server with its own registry.
@@ -151,7 +156,8 @@ func New(o Options) (*Server, error) {
 		reg.MustRegister(safe(newAddrWatchCollector(o.AddrWatch)))
 	}
 
-	s := &Server{keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger}
+	s := &Server{keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components, log: o.Logger,
+		conns: newConnLimit(maxConns, c.evicted), writeTimeout: scrapeWait + o.DumpTimeout + slowReader}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
 	// garbage a fresh gzip writer per scrape costs on a node. The format
@@ -166,7 +172,8 @@ func New(o Options) (*Server, error) {
 		AcceptedFormats:    formats,
 	})
 	format := func(r *http.Request) string { return string(expfmt.NegotiateAccept(r.Header, formats...)) }
-	mux.Handle("GET /metrics", newSharedResponse(render, o.DumpMaxAge, format, s.keepalivedState))
+	shared := newSharedResponse(render, o.DumpMaxAge, format, s.keepalivedState)
+	mux.Handle("GET /metrics", newScrapeLimit(shared, maxScrapes, scrapeWait, c.refused))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /{$}", index)
@@ -179,14 +186,21 @@ func New(o Options) (*Server, error) {
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
 // Serve serves on ln until ctx ends, then shuts down, giving requests in flight 5 seconds.
+// It bounds its connections, how long each may stay silent, and how large a request's
+// header may be (limits.go).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         s.conns.track,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- srv.Serve(listen(ln)) }()
 	select {
 	case err := <-done:
 		return fmt.Errorf("metrics: serving on %s: %w", ln.Addr(), err)

@@ -180,7 +180,7 @@ func TestScrapesShareOneRenderingWhateverTheQuery(t *testing.T) {
 	textAccepts := []string{"", "text/plain", "text/plain;version=0.0.4", "*/*;q=0.1", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"}
 	queries := []string{"?name[]=keepalived_up", "?a=1", "?b=2&c=3", "?x=" + strings.Repeat("y", 200), ""}
 	var wg sync.WaitGroup
-	results := make([]scrapeResult, 4)
+	results := make([]scrapeResult, maxScrapes)
 	// The scrape with a name[] filter renders; the others come while it
 	// does.
 	wg.Go(func() { results[0] = scrape(s.handler, "/metrics"+queries[0], textAccepts[0]) })
