@@ -89,6 +89,9 @@ type collector struct {
 
 	scrapeErrors *prometheus.CounterVec
 	dumpDuration prometheus.Histogram
+	// refused and evicted count what the listener's bounds turned away.
+	refused prometheus.Counter
+	evicted prometheus.Counter
 
 	mu          sync.Mutex
 	transitions map[string]transition
@@ -144,6 +147,14 @@ func newCollector(o Options, d *dumper) *collector {
 			Help:    "Time from signalling keepalived to a complete JSON dump, including failed attempts.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ipfailover_metrics_scrapes_refused_total",
+			Help: "GET /metrics answered 503: the most scrapes served at once were under way for as long as a scrape waits for one to end.",
+		}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ipfailover_metrics_connections_evicted_total",
+			Help: "Connections to the metrics port closed to make room for a new one, the open connections being at their bound; those that never sent a request go first.",
+		}),
 	}
 	for _, v := range vrrpCounters {
 		c.counters = append(c.counters, prometheus.NewDesc("keepalived_vrrp_"+v.field, v.help, vrrpLabels, nil))
@@ -175,6 +186,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	c.scrapeErrors.Describe(ch)
 	c.dumpDuration.Describe(ch)
+	c.refused.Describe(ch)
+	c.evicted.Describe(ch)
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -185,6 +198,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.buildInfo, prometheus.GaugeValue, 1, c.version, runtime.Version())
 	c.scrapeErrors.Collect(ch)
 	c.dumpDuration.Collect(ch)
+	c.refused.Collect(ch)
+	c.evicted.Collect(ch)
 }
 
 // collectKeepalived sends keepalived_up once, and the per-instance series when the dump worked.

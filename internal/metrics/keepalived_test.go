@@ -206,10 +206,10 @@ func TestRealKeepalivedConcurrentScrapes(t *testing.T) {
 	o := k.options()
 	o.DumpMaxAge = time.Hour
 	s := newServer(t, o)
-	scrapeConcurrently(t, s, 32)
+	scrapeConcurrently(t, s, maxScrapes)
 	wait.For(t, "keepalived to log its dump", func() bool { return k.dumpsPrinted() >= 1 })
 	if n := k.dumpsPrinted(); n != 1 {
-		t.Errorf("32 parallel scrapes made keepalived print %d dumps, want 1", n)
+		t.Errorf("%d parallel scrapes made keepalived print %d dumps, want 1", maxScrapes, n)
 	}
 }
 

@@ -389,9 +389,9 @@ func TestConcurrentScrapesShareOneDump(t *testing.T) {
 	o := testOptions(newProcess(f.pid), f.dump)
 	o.DumpMaxAge = time.Hour
 	s := newServer(t, o)
-	scrapeConcurrently(t, s, 32)
+	scrapeConcurrently(t, s, maxScrapes)
 	if n := f.signals(t); n != 1 {
-		t.Errorf("32 parallel scrapes sent %d dump signals, want 1", n)
+		t.Errorf("%d parallel scrapes sent %d dump signals, want 1", maxScrapes, n)
 	}
 }
 

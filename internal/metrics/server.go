@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
@@ -97,6 +98,11 @@ type Server struct {
 	// checkScript is the check script keepalived runs, if any.
 	checkScript string
 	log         *slog.Logger
+	// conns bounds Serve's open connections; writeTimeout its
+	// responses, a scrape's wait for a slot and a rendering's wait for
+	// keepalived's dump included.
+	conns        *connLimit
+	writeTimeout time.Duration
 }
 
 // New builds a Server with its own registry.
@@ -154,15 +160,24 @@ func New(o Options) (*Server, error) {
 	}
 
 	s := &Server{keepalived: o.Keepalived, proc: o.Proc, registry: reg, collector: c, check: o.Check, components: o.Components,
-		checkScript: checkScript(o.Plan.Config), log: o.Logger}
+		checkScript: checkScript(o.Plan.Config), log: o.Logger,
+		conns: newConnLimit(maxConns, c.evicted), writeTimeout: scrapeWait + o.DumpTimeout + slowReader}
 	mux := http.NewServeMux()
 	// Compression is off: a scrape is small next to the CPU and the
-	// garbage a fresh gzip writer per scrape costs on a node.
-	mux.Handle("GET /metrics", newSharedResponse(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	// garbage a fresh gzip writer per scrape costs on a node. The format
+	// is the one thing a scrape can choose: its query string (promhttp's
+	// name[] filter) is not honoured, so that every scrape of a format
+	// shares one rendering.
+	formats := expfmt.DefaultAcceptedFormats()
+	render := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:           promLogger{o.Logger},
 		ErrorHandling:      promhttp.ContinueOnError,
 		DisableCompression: true,
-	}), o.DumpMaxAge, s.keepalivedState))
+		AcceptedFormats:    formats,
+	})
+	format := func(r *http.Request) string { return string(expfmt.NegotiateAccept(r.Header, formats...)) }
+	shared := newSharedResponse(render, o.DumpMaxAge, format, s.keepalivedState)
+	mux.Handle("GET /metrics", newScrapeLimit(shared, maxScrapes, scrapeWait, c.refused))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /{$}", index)
@@ -175,14 +190,21 @@ func New(o Options) (*Server, error) {
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
 // Serve serves on ln until ctx ends, then shuts down, giving requests in flight 5 seconds.
+// It bounds its connections, how long each may stay silent, and how large a request's
+// header may be (limits.go).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         s.conns.track,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- srv.Serve(listen(ln)) }()
 	select {
 	case err := <-done:
 		return fmt.Errorf("metrics: serving on %s: %w", ln.Addr(), err)

@@ -8,14 +8,19 @@ import (
 )
 
 // sharedResponse serves one rendered /metrics response to every scrape
-// that arrives within maxAge of it, per content negotiation (Accept and
-// Accept-Encoding), and lets concurrent scrapes wait for one rendering
-// instead of each gathering, encoding and allocating on its own. The
-// figures are as fresh as the keepalived dump they come from, which is
-// reused for the same time anyway.
+// that arrives while it is rendered or within maxAge after, per key (the
+// negotiated format), instead of each gathering, encoding and allocating
+// on its own. The figures are as fresh as the keepalived dump they come
+// from, which is reused for the same time anyway. What a request carries
+// beyond its key (the query string, other headers) cannot ask for a
+// rendering of its own: the rendering is made from a request without a
+// query string, so that it suits every scrape of its key.
 type sharedResponse struct {
 	next   http.Handler
 	maxAge time.Duration
+	// key names what tells renderings apart; it must take few values
+	// whatever the requests carry, as every value costs a rendering.
+	key func(*http.Request) string
 	// state describes what the response depends on beyond time (whether
 	// keepalived is alive, and which process it is); a rendering made in
 	// another state is never served.
@@ -34,22 +39,21 @@ type sharedEntry struct {
 	body   []byte
 }
 
-func newSharedResponse(next http.Handler, maxAge time.Duration, state func() string) http.Handler {
-	if maxAge <= 0 {
-		return next
-	}
-	return &sharedResponse{next: next, maxAge: maxAge, state: state, entries: map[string]*sharedEntry{}}
+// newSharedResponse shares next's renderings by key. maxAge <= 0 shares a
+// rendering only with the scrapes that arrive while it is under way.
+func newSharedResponse(next http.Handler, maxAge time.Duration, key func(*http.Request) string, state func() string) *sharedResponse {
+	return &sharedResponse{next: next, maxAge: maxAge, key: key, state: state, entries: map[string]*sharedEntry{}}
 }
 
 func (s *sharedResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Accept") + "\x00" + r.Header.Get("Accept-Encoding") + "\x00" + r.URL.RawQuery
+	key := s.key(r)
 	state := s.state()
 	s.mu.Lock()
 	now := time.Now()
 	e, ok := s.entries[key]
 	fresh := ok && e.state == state && (e.at.IsZero() || now.Sub(e.at) < s.maxAge)
 	if !fresh {
-		// Forget stale renderings, so odd headers cannot grow the map.
+		// Forget stale renderings.
 		for k, old := range s.entries {
 			if !old.at.IsZero() && now.Sub(old.at) >= s.maxAge {
 				delete(s.entries, k)
@@ -94,6 +98,10 @@ func (s *sharedResponse) render(key string, e *sharedEntry, r *http.Request) {
 		s.mu.Unlock()
 		close(e.done)
 	}()
+	if r.URL.RawQuery != "" {
+		r = r.Clone(r.Context())
+		r.URL.RawQuery = ""
+	}
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.next.ServeHTTP(rec, r)
 	e.status, e.header, e.body = rec.status, rec.header, rec.buf.Bytes()

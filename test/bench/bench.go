@@ -1,7 +1,7 @@
 // Package bench measures what users of ipfailover feel: how fast VIPs move
 // on a graceful stop, a failed check and a node crash, how fast a cluster
 // first converges, how long a rollout leaves each VIP unanswered, how fast the entrypoint starts keepalived, what a
-// Prometheus scrape costs, how much memory the entrypoint takes, what VRRP
+// Prometheus scrape costs, what a flood of its metrics port costs a holder, how much memory the entrypoint takes, what VRRP
 // adverts cost a node at each interval, and how it scales to 254 VIPs and
 // to ten nodes of 1,016 VIPs. It runs the real binary in a lab cluster of
 // network namespaces and times VIP moves by dumping every node's addresses
@@ -50,9 +50,9 @@ type Options struct {
 	// NodeOut gets every node's output, prefixed; nil discards.
 	NodeOut io.Writer
 	// Phases limits the run to some of "startup", "failover", "rollout",
-	// "migrate", "partition", "scrape", "cpu", "adverts", "scale", "scale10"
-	// (Scale still gates these two, and the 254-instance CPU and adverts
-	// rows), "image" and "kube"; empty runs all.
+	// "migrate", "partition", "scrape", "flood", "cpu", "adverts", "scale",
+	// "scale10" (Scale still gates these two, and the 254-instance CPU and
+	// adverts rows), "image" and "kube"; empty runs all.
 	Phases []string
 	// CPUFor is how long each CPU row measures a fleet at rest.
 	CPUFor time.Duration
@@ -68,6 +68,16 @@ type Options struct {
 	// KubeBin holds the Kubernetes binaries of the "kube" phase (make
 	// kube-bins).
 	KubeBin string
+	// Flooder is the program the "flood" phase runs on a node as
+	// `Flooder flood -url ...` (Flood): test/cmd/bench itself. Like
+	// Binary, it must not live under /tmp.
+	Flooder string
+	// FloodFor is how long the flood goes on before the failover.
+	FloodFor time.Duration
+	// FloodBaseline, when set, is another ipfailover binary (outside /tmp)
+	// flooded in the same run, round by round in turn with Binary, for
+	// comparison; its rows carry ", baseline binary".
+	FloodBaseline string
 }
 
 func (o Options) phase(name string) bool {
@@ -175,6 +185,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.CostFor <= 0 {
 		o.CostFor = 20 * time.Second
 	}
+	if o.FloodFor <= 0 {
+		o.FloodFor = 30 * time.Second
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -183,7 +196,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, rest: map[string][]restSample{}, failed: map[string]string{}, stranded: map[string]int{}}
+	r := &runner{o: o, c: c, svc: map[*lab.Node]*lab.Service{}, crashed: map[*lab.Node]bool{}, samples: map[string][]Sample{}, sizes: map[string][]int64{}, cpu: map[string][]cpuSample{}, rest: map[string][]restSample{}, failed: map[string]string{}, stranded: map[string]int{}, floodRounds: map[string][]floodRound{}}
 	defer r.close()
 	if r.script, err = writeCheckScript(filepath.Dir(o.Binary)); err != nil {
 		return nil, err
@@ -235,6 +248,9 @@ type runner struct {
 	stranded map[string]int
 	startRes time.Duration
 	notes    []string
+	// floodRounds are the flood rounds' figures beyond the samples, by
+	// row suffix.
+	floodRounds map[string][]floodRound
 }
 
 // Sample keys, also the row names.
@@ -383,6 +399,11 @@ func (r *runner) measure(ctx context.Context) error {
 			return fmt.Errorf("scrape: %w", err)
 		}
 	}
+	if r.o.phase("flood") {
+		if err := r.floods(ctx); err != nil {
+			return fmt.Errorf("flood: %w", err)
+		}
+	}
 	if r.o.phase("cpu") {
 		if err := r.cpuAtRest(ctx); err != nil {
 			return fmt.Errorf("cpu: %w", err)
@@ -434,11 +455,16 @@ func (f *fleet) proc(n *lab.Node) *lab.Process {
 // one holder per VIP; the time that takes is a convergence sample of row
 // (none for "").
 func (r *runner) start(ctx context.Context, env []string, vips []netip.Addr, row string) (*fleet, error) {
+	return r.startBinary(ctx, r.o.Binary, env, vips, row)
+}
+
+// startBinary is start with another ipfailover binary.
+func (r *runner) startBinary(ctx context.Context, binary string, env []string, vips []netip.Addr, row string) (*fleet, error) {
 	if err := r.reset(ctx, vips); err != nil {
 		return nil, err
 	}
 	f := &fleet{confs: map[string]*keepalived.Conf{}}
-	argv := []string{r.o.Binary, "run"}
+	argv := []string{binary, "run"}
 	env = append(slices.Clone(env), r.o.NodeEnv...)
 	wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()

@@ -46,6 +46,7 @@ func (r *runner) rows() []Row {
 	size(rowBinary, MB, "").Note = "the static, stripped binary the bench runs (client-go's informers, for OPENSHIFT_HA_UNICAST_PEERS_FROM=pods, are 6 MB of it)"
 	size(rowRSSRest, MB, shippedRSS).Check("median", targetRSS)
 	size(rowRSSScrape, MB, shippedRSS).Check("worst", targetRSS)
+	rows = append(rows, r.floodRows()...)
 	for _, name := range []string{rowCPU1 + builtinSuffix, rowCPU1 + scriptSuffix, rowCPU254 + builtinSuffix, rowCPU254 + scriptSuffix} {
 		if ss, ok := r.cpu[name]; ok {
 			rows = append(rows, cpuRow(name, ss, r.o.CPUFor), rssRow(name, ss))

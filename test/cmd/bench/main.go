@@ -1,13 +1,12 @@
 // Command bench measures ipfailover in a three-node cluster of network
 // namespaces: failover times against their VRRP limits, rollouts, clients
 // after healed partitions (beside the shipped image's configuration),
-// startup, scrape latency, memory, CPU at rest, the cost of VRRP adverts, a
-// 254-VIP scale run and a ten-node one. It prints one
-// table and writes the figures to out/bench.json for comparison between
-// commits, and the README's table, with the commit and machine, to
-// out/bench.md. It needs
-// root, builds ./cmd/ipfailover itself and removes every namespace and
-// process it made, also on Ctrl-C.
+// startup, scrape latency, a flood of a holder's metrics port, memory, CPU
+// at rest, the cost of VRRP adverts, a 254-VIP scale run and a ten-node
+// one. It prints one table and writes the figures to out/bench.json for
+// comparison between commits, and the README's table, with the commit and
+// machine, to out/bench.md. It needs root, builds ./cmd/ipfailover itself
+// and removes every namespace and process it made, also on Ctrl-C.
 package main
 
 import (
@@ -31,9 +30,13 @@ import (
 )
 
 func main() {
-	// The chaos phase's nodes run this program as their service.
+	// The chaos phase's nodes run this program as their service, and
+	// the flood phase as its flooder.
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(lab.ServeName(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "flood" {
+		os.Exit(bench.Flood(os.Args[2:]))
 	}
 	level := new(slog.LevelVar)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -54,10 +57,12 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	poll := flag.Duration("poll", 5*time.Millisecond, "interval between netlink address dumps")
 	verbose := flag.Bool("v", false, "copy every node's output to stderr")
 	binary := flag.String("binary", "", "measure this ipfailover binary (outside /tmp) instead of building ./cmd/ipfailover")
-	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, cpu, adverts, scale, scale10, image, kube, kube-failover, kube-pin, kube-upgrade, chaos (default all; kube-upgrade only with -upgrade-from)")
+	only := flag.String("only", "", "comma-separated phases to run: startup, failover, rollout, migrate, partition, scrape, flood, cpu, adverts, scale, scale10, image, kube, kube-failover, kube-pin, kube-upgrade, chaos (default all; kube-upgrade only with -upgrade-from)")
 	image := flag.String("image", "localhost/ipfailover:dev", "the image whose size the image rows report, read with podman when it exists (empty: no image rows), and that the kube phase runs")
 	kubeBin := flag.String("kube-bin", "bin/kube", "the Kubernetes binaries of the kube phase (make kube-bins)")
 	chaosFor := flag.Duration("chaos-for", 2*time.Minute, "length of the chaos phase's mixed run")
+	floodFor := flag.Duration("flood-for", 30*time.Second, "how long the flood phase floods a holder's metrics port before its failover")
+	floodBaseline := flag.String("flood-baseline", "", "also flood this ipfailover binary, in the same run, round by round in turn with the one measured (its rows say \"baseline binary\")")
 	upgradeFrom := flag.String("upgrade-from", "", "the image the kube-upgrade phase rolls the Deployment from, and back to, podman's tag (make image at an older commit)")
 	var nodeEnv envList
 	flag.Var(&nodeEnv, "node-env", "KEY=VALUE added to every node's environment (repeatable), to try a setting such as GOGC")
@@ -110,9 +115,24 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 	}
 
 	o := bench.Options{Binary: bin, Rounds: *rounds, Scale: *scale, ScrapeFor: *scrapeFor, CPUFor: *cpuFor, CostFor: *costFor, Poll: *poll, Log: log,
-		Image: *image, KubeBin: *kubeBin}
+		Image: *image, KubeBin: *kubeBin, FloodFor: *floodFor}
 	if *only != "" {
 		o.Phases = strings.Split(*only, ",")
+	}
+	if *only == "" || slices.Contains(o.Phases, "flood") {
+		if o.Flooder, err = copySelf(dir); err != nil {
+			return err
+		}
+		if *floodBaseline != "" {
+			b, err := os.ReadFile(*floodBaseline)
+			if err != nil {
+				return err
+			}
+			o.FloodBaseline = filepath.Join(dir, "ipfailover-baseline")
+			if err := os.WriteFile(o.FloodBaseline, b, 0o755); err != nil {
+				return err
+			}
+		}
 	}
 	kubeFaults := chaos.KubeBench{UpgradeRounds: min(*rounds, 2)}
 	if *only == "" || slices.Contains(o.Phases, "kube-failover") {
@@ -152,6 +172,9 @@ func run(log *slog.Logger, level *slog.LevelVar) error {
 		rep.Elapsed = time.Since(began).Seconds()
 	}
 	rep.Commit, rep.Dirty = commit, dirty
+	if o.FloodBaseline != "" {
+		rep.Notes = append(rep.Notes, "the flood rows' baseline binary: "+*floodBaseline)
+	}
 	rep.Date = time.Now().UTC()
 	rep.Host, _ = os.Hostname()
 	rep.Kernel = firstLine(os.ReadFile("/proc/sys/kernel/osrelease"))
