@@ -109,17 +109,27 @@ func oldAdverts(cfg *config.Config) membership.Adverts {
 // fleetOf is the fleet of view: keepalived's peers are the addresses of
 // the pods that speak its VRRP, VRRPv3; the pods that speak VRRPv2 get the
 // bridge instead. heard is what the split-brain guard heard pods speak
-// that keepalived does not hear, and overrides what they publish: a pod
-// heard speaking VRRPv3 is a peer, one heard speaking VRRPv2 is bridged
-// too (and stays a peer if it says it speaks VRRPv3: it may again).
+// where keepalived does not hear them, and overrides what they publish. A
+// held address (a pod that went) is a peer if its pod spoke VRRPv3, and
+// nothing if it spoke VRRPv2.
 func fleetOf(cfg *config.Config, view membership.View, heard map[netip.Addr]int) plan.Fleet {
-	published := view.VRRPv2(oldAdverts(cfg))
+	old := oldAdverts(cfg)
+	published := view.VRRPv2(old)
 	f := plan.Fleet{Unpublished: view.Unpublished()}
 	for _, a := range view.Peers() {
-		if !slices.Contains(published, a) || heard[a] == 3 {
-			f.Members = append(f.Members, a)
+		speaks := 3
+		switch i := slices.IndexFunc(view.Held, func(h membership.Held) bool { return h.Addr == a }); {
+		case heard[a] != 0:
+			speaks = heard[a]
+		case slices.Contains(published, a):
+			speaks = 2
+		case i >= 0 && a.Is4() && view.Held[i].Speaks(old).Version == 2:
+			continue
 		}
-		if a.Is4() && ((slices.Contains(published, a) && heard[a] != 3) || heard[a] == 2) {
+		switch {
+		case speaks == 3 || a.Is6():
+			f.Members = append(f.Members, a)
+		default:
 			f.VRRPv2 = append(f.VRRPv2, a)
 		}
 	}

@@ -50,6 +50,25 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 
 	reaper := supervisor.NewReaper(log)
 	group.Go("reaper", component.Essential, reaper.Run)
+	// The metrics port is taken before the host changes: a port in use
+	// ends the run here, not after keepalived started. Until the metrics
+	// server runs, it answers the kubelet's probes: alive, not ready.
+	var metricsLn net.Listener
+	var starting *metrics.Starting
+	if p.Config.MetricsAddress != "" {
+		if metricsLn, err = net.Listen("tcp", p.Config.MetricsAddress); err != nil {
+			return fmt.Errorf("metrics: listening on %s (OPENSHIFT_HA_METRICS_ADDRESS): %w", p.Config.MetricsAddress, err)
+		}
+		defer metricsLn.Close()
+		waiting := "starting"
+		if p.Config.PeersFromPods {
+			waiting = "publishing this pod's address and listing the workload's pods (the API server)"
+		}
+		if starting, err = metrics.ServeStarting(metricsLn, func() string { return waiting }); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		defer starting.Stop()
+	}
 	// With the peers from the pods: publish this pod's address and list
 	// the others before the host changes (and before keepalived starts, so
 	// that the others list this pod well inside its master-down interval).
@@ -67,15 +86,6 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 	}
 	p.Log(log, os.Stderr)
 	cfg, iface := p.Config, p.Node.Interface
-	// The metrics port is taken before the host changes: a port in use
-	// ends the run here, not after keepalived started.
-	var metricsLn net.Listener
-	if cfg.MetricsAddress != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
-			return fmt.Errorf("metrics: listening on %s (OPENSHIFT_HA_METRICS_ADDRESS): %w", cfg.MetricsAddress, err)
-		}
-		defer metricsLn.Close()
-	}
 
 	// The host changes from here on.
 	if res, err := host.LoadModule(ctx, "ip_vs"); err != nil {
@@ -158,6 +168,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if metricsLn != nil {
+		starting.Stop()
 		group.Go("metrics", component.Essential, func(ctx context.Context) error { return srv.Serve(ctx, metricsLn) })
 	}
 	group.Go("fault-reminder", component.Auxiliary, srv.RemindFaults)

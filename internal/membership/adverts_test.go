@@ -106,9 +106,9 @@ func TestSpeaks(t *testing.T) {
 	}
 }
 
-// VRRPv2 lists the IPv4 addresses of the other pods that speak VRRPv2, and
-// the held addresses of those that went; Unpublished leaves out the pods of
-// this pod's own template.
+// VRRPv2 lists the IPv4 addresses of the other pods that speak VRRPv2 (not
+// the held ones: Held.Speaks says what their pods spoke); Unpublished leaves
+// out the pods of this pod's own template.
 func TestVRRPv2AndUnpublished(t *testing.T) {
 	fast := map[string]string{FastAnnotation: FastValue, AdvertsAnnotation: "vrrp3 0.2s"}
 	v := viewOf([]*metav1.PartialObjectMetadata{
@@ -124,8 +124,13 @@ func TestVRRPv2AndUnpublished(t *testing.T) {
 	// whose address another pod publishes again.
 	v.Held = []Held{{Addr: netip.MustParseAddr("192.0.2.14")}, {Addr: netip.MustParseAddr("192.0.2.15"), Adverts: Adverts{3, 200 * time.Millisecond}},
 		{Addr: netip.MustParseAddr("192.0.2.11")}}
-	if diff := cmp.Diff(addrs("192.0.2.12", "192.0.2.13", "192.0.2.14"), v.VRRPv2(Adverts{2, time.Second}), cmpAddrs); diff != "" {
+	if diff := cmp.Diff(addrs("192.0.2.12", "192.0.2.13"), v.VRRPv2(Adverts{2, time.Second}), cmpAddrs); diff != "" {
 		t.Errorf("VRRPv2, old pods at VRRPv2 (-want +got):\n%s", diff)
+	}
+	for _, h := range v.Held {
+		if got, want := h.Speaks(Adverts{2, time.Second}).Version, map[string]int{"192.0.2.14": 2, "192.0.2.15": 3, "192.0.2.11": 2}[h.Addr.String()]; got != want {
+			t.Errorf("held %s speaks VRRPv%d, want %d", h.Addr, got, want)
+		}
 	}
 	if got := v.VRRPv2(Adverts{3, 500 * time.Millisecond}); len(got) != 0 {
 		t.Errorf("VRRPv2, old pods at VRRPv3: %v, want none", got)

@@ -175,33 +175,29 @@ func (v View) Peers() []netip.Addr {
 }
 
 // VRRPv2 are the IPv4 addresses of the other members that speak VRRPv2
-// (Member.Speaks, old as there), and the held ones whose pod did, sorted:
-// pods of an older image, which keepalived does not hear and which do not
-// hear it. The multicast bridge relays this node's masters to them; they
-// are no peers of keepalived.
+// (Member.Speaks, old as there), sorted: pods of an older image, which
+// keepalived does not hear and which do not hear it. The multicast bridge
+// relays this node's masters to them; they are no peers of keepalived.
 func (v View) VRRPv2(old Adverts) []netip.Addr {
 	var out []netip.Addr
-	add := func(a netip.Addr) {
-		if a.Is4() && !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
 	for _, m := range v.Members {
 		if m.Self || !m.In || m.Speaks(old).Version != 2 {
 			continue
 		}
 		for _, a := range m.Addrs {
-			add(a)
-		}
-	}
-	for _, h := range v.Held {
-		if (Member{Addrs: []netip.Addr{h.Addr}, Adverts: h.Adverts}).Speaks(old).Version == 2 &&
-			!slices.ContainsFunc(v.Members, func(m Member) bool { return slices.Contains(m.Addrs, h.Addr) }) {
-			add(h.Addr)
+			if a.Is4() && !slices.Contains(out, a) {
+				out = append(out, a)
+			}
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out
+}
+
+// Speaks is what its pod said it speaks (Member.Speaks, old as there),
+// for a held address.
+func (h Held) Speaks(old Adverts) Adverts {
+	return Member{Addrs: []netip.Addr{h.Addr}, Adverts: h.Adverts}.Speaks(old)
 }
 
 // Unpublished names the other pods that publish no address and run

@@ -246,8 +246,11 @@ func (r *Relay) Listening() (multicast bool, vrrp2 int) {
 func (r *Relay) Sent() uint64 { return r.sent.Load() }
 
 // Note takes one of keepalived's state changes; a new MASTER is relayed at
-// once. Lines that are no state (MASTER_RX_LOWER_PRI: a master heard a
-// lower priority, and stays master) change nothing.
+// once. A master that stops (keepalived is being stopped: it has sent its
+// own priority-0 adverts) with no unicast peer to take over says goodbye
+// to the other side at once too. Lines that are no state
+// (MASTER_RX_LOWER_PRI: a master heard a lower priority, and stays master)
+// change nothing.
 func (r *Relay) Note(n keepalived.Notification) {
 	switch n.State {
 	case keepalived.StateNameMaster, keepalived.StateNameBackup, keepalived.StateNameFault, keepalived.StateNameStop:
@@ -259,6 +262,9 @@ func (r *Relay) Note(n keepalived.Notification) {
 	was := r.master[n.Instance]
 	r.master[n.Instance] = n.State == keepalived.StateNameMaster
 	now := r.master[n.Instance]
+	if was && n.State == keepalived.StateNameStop {
+		r.goodbyeInstance(n.Instance)
+	}
 	r.mu.Unlock()
 	if now && !was {
 		r.poke()
@@ -412,21 +418,29 @@ func (r *Relay) sendInstance(name string, priority uint8, unicast []target) {
 	r.sendErr = false
 }
 
-// goodbye sends the priority-0 adverts of Run's end; called with mu held.
+// goodbye sends the priority-0 adverts of Run's end for the instances
+// still master (keepalived stopped without saying so); called with mu
+// held.
 func (r *Relay) goodbye() {
+	for _, name := range slices.Sorted(maps.Keys(r.instances)) {
+		if r.master[name] {
+			r.goodbyeInstance(name)
+		}
+	}
+}
+
+// goodbyeInstance sends the other side a priority-0 advert for instance
+// name, if no unicast peer takes it over; called with mu held.
+func (r *Relay) goodbyeInstance(name string) {
+	in, ok := r.instances[name]
 	unicast := r.unicastLocked()
-	if !r.listeners.Multicast && len(unicast) == 0 {
+	if !ok || !in.alone || !r.listeners.Multicast && len(unicast) == 0 {
 		return
 	}
-	for _, name := range slices.Sorted(maps.Keys(r.instances)) {
-		if !r.master[name] || !r.instances[name].alone {
-			continue
-		}
-		before := r.sent.Load()
-		r.sendInstance(name, 0, unicast)
-		if r.sent.Load() > before {
-			r.log.Info("multicast bridge: sent the nodes that do not hear keepalived a priority-0 advert", "instance", name)
-		}
+	before := r.sent.Load()
+	r.sendInstance(name, 0, unicast)
+	if r.sent.Load() > before {
+		r.log.Info("multicast bridge: sent the nodes that do not hear keepalived a priority-0 advert", "instance", name)
 	}
 }
 

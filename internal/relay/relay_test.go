@@ -372,3 +372,22 @@ func TestRelayKeepsMasterOnLowerPriority(t *testing.T) {
 	before := len(h.sent())
 	h.waitSent(t, before+1)
 }
+
+// TestRelayGoodbyeAtStop: keepalived's STOP line for a master with no
+// unicast peer sends the other side a priority-0 advert at once, not when
+// the relay stops; a STOP of a backup says nothing.
+func TestRelayGoodbyeAtStop(t *testing.T) {
+	h := newHarness(t, testPlan(t, "192.0.2.100-101", "", true))
+	h.r.SetListeners(Listeners{VRRPv2: []netip.Addr{netip.MustParseAddr("192.0.2.12")}, Why: "test"})
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: keepalived.StateNameMaster})
+	h.waitSent(t, 1)
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_2", State: keepalived.StateNameStop})
+	h.r.Note(keepalived.Notification{Instance: "OpenShift_IPFailover_VIP_1", State: keepalived.StateNameStop})
+	got := h.sent()
+	if last := got[len(got)-1]; last != "v2 vrid 11 prio 0 to 192.0.2.12" {
+		t.Errorf("sent %v, want a priority-0 advert for vrid 11 last", got)
+	}
+	if strings.Contains(strings.Join(got, ","), "vrid 12 prio 0") {
+		t.Errorf("sent %v: a goodbye for an instance that was not master", got)
+	}
+}

@@ -1,0 +1,52 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestStarting: while the program starts, /healthz answers 200 and
+// /readyz 503, each saying what it waits for; once stopped, another server
+// serves on the same, still open, listener.
+func TestStarting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s, err := ServeStarting(ln, func() string { return "waiting for the API server" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/metrics": 503} {
+		code, body := get(path)
+		if code != want || !strings.Contains(body, "starting: waiting for the API server") {
+			t.Errorf("%s: %d %q, want %d and what it waits for", path, code, body, want)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	s.Stop()
+	s.Stop()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "served") })}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	if code, body := get("/healthz"); code != 200 || body != "served" {
+		t.Errorf("after Stop: %d %q, want the next server's answer", code, body)
+	}
+	_ = srv.Shutdown(context.Background())
+	<-done
+}
