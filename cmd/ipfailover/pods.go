@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -39,8 +38,9 @@ type podPeers struct {
 	interval time.Duration
 	version  int
 	// heard are the VRRP versions the split-brain guard heard the
-	// workload's pods speak where keepalived does not hear them (Heard).
-	heard map[netip.Addr]int
+	// workload's pods speak where keepalived does not hear them (Heard),
+	// with the pod that published the address then.
+	heard map[netip.Addr]heardPod
 	// vrrp2 counts the pods that speak VRRPv2, bridged, in the fleet last
 	// applied.
 	vrrp2 int
@@ -82,7 +82,30 @@ func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p 
 	if err := w.Synced(ctx); err != nil {
 		return nil, fmt.Errorf("watching the workload's pods: %w", err)
 	}
-	return &podPeers{w: w, cfg: cfg, heardChanged: make(chan struct{}, 1), heard: map[netip.Addr]int{}}, nil
+	return &podPeers{w: w, cfg: cfg, heardChanged: make(chan struct{}, 1), heard: map[netip.Addr]heardPod{}}, nil
+}
+
+// heardPod is what was heard from an address, and the pod that published
+// it then ("" for none: an address held, or not in the view).
+type heardPod struct {
+	version int
+	pod     string
+}
+
+// publisher names the pod that publishes a, or published it last if it is
+// held; "" when no pod of view has it.
+func publisher(view membership.View, a netip.Addr) string {
+	for _, m := range view.Members {
+		if slices.Contains(m.Addrs, a) {
+			return m.Pod
+		}
+	}
+	for _, h := range view.Held {
+		if h.Addr == a {
+			return h.Pod
+		}
+	}
+	return ""
 }
 
 // speaks is the VRRP this pod's keepalived speaks, as it publishes it.
@@ -143,14 +166,17 @@ func fleetOf(cfg *config.Config, view membership.View, heard map[netip.Addr]int)
 func (pp *podPeers) fleet() (f plan.Fleet, ok bool) {
 	v := pp.w.View()
 	pp.mu.Lock()
-	// What was heard of an address no pod publishes any more is
-	// forgotten: another pod may come with it.
-	for a := range pp.heard {
-		if !slices.Contains(v.Peers(), a) {
+	// What was heard is of the pod that published the address then: it
+	// is forgotten when another pod publishes the address (a pod of
+	// another image on the same node), or none does.
+	heard := map[netip.Addr]int{}
+	for a, h := range pp.heard {
+		if p := publisher(v, a); p == "" || p != h.pod {
 			delete(pp.heard, a)
+			continue
 		}
+		heard[a] = h.version
 	}
-	heard := maps.Clone(pp.heard)
 	pp.mu.Unlock()
 	return fleetOf(pp.cfg, v, heard), slices.ContainsFunc(v.Members, func(m membership.Member) bool { return m.Self })
 }
@@ -159,11 +185,12 @@ func (pp *podPeers) fleet() (f plan.Fleet, ok bool) {
 // speak where keepalived does not hear it (splitbrain.Options.Heard);
 // something new replans (HeardChanged).
 func (pp *podPeers) Heard(src netip.Addr, version int) {
+	h := heardPod{version: version, pod: publisher(pp.w.View(), src)}
 	pp.mu.Lock()
 	was := pp.heard[src]
-	pp.heard[src] = version
+	pp.heard[src] = h
 	pp.mu.Unlock()
-	if was != version {
+	if was != h {
 		select {
 		case pp.heardChanged <- struct{}{}:
 		default:

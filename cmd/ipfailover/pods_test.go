@@ -1,10 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/membership"
@@ -104,3 +113,75 @@ func TestFleetOf(t *testing.T) {
 		})
 	}
 }
+
+// TestHeardIsThePods: what the guard heard from an address overrides what
+// the pod publishing it says, until another pod publishes the address (a
+// pod of another image on the same node, host network).
+func TestHeardIsThePods(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name, hash string, annotations map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ipfailover", Name: name, Annotations: annotations,
+				Labels: map[string]string{"app": "ipfailover", "pod-template-hash": hash}},
+		}
+	}
+	older := map[string]string{membership.Annotation: "192.0.2.12"}
+	client := metadatafake.NewSimpleMetadataClient(scheme, pod("self", "new", nil), pod("old-a", "old", older))
+	// The fake delivers a change only to the watches open when it is made:
+	// the test changes pods once the informer watches them.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		wi, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace())
+		once.Do(func() { close(watching) })
+		return true, wi, err
+	})
+	cfg, err := config.Parse(config.Raw{PeersFrom: "pods", PodName: "self", VirtualIPs: "192.0.2.100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := membership.New(membership.Options{Client: client, Namespace: "ipfailover", Pod: "self", Adverts: speaks(cfg), Retry: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := w.Prepare(ctx, []netip.Addr{netip.MustParseAddr("192.0.2.11")}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if err := w.Synced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-watching
+	pp := &podPeers{w: w, cfg: cfg, heardChanged: make(chan struct{}, 1), heard: map[netip.Addr]heardPod{}}
+	fleetIs := func(what, vrrp2 string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			f, _ := pp.fleet()
+			if fmt.Sprint(f.VRRPv2) == vrrp2 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: VRRPv2 pods %v, want %s", what, f.VRRPv2, vrrp2)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	fleetIs("an older pod", "[192.0.2.12]")
+	pp.Heard(netip.MustParseAddr("192.0.2.12"), 3)
+	fleetIs("the older pod heard speaking VRRPv3", "[]")
+	// Another older pod on the same node: what was heard is not its.
+	if err := client.Tracker().Delete(podsResource, "ipfailover", "old-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Tracker().Add(pod("old-b", "old", older)); err != nil {
+		t.Fatal(err)
+	}
+	fleetIs("another older pod with the address", "[192.0.2.12]")
+}
+
+var podsResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}

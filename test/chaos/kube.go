@@ -65,7 +65,7 @@ type kubeTarget struct {
 	locks map[string]*sync.Mutex
 	confs map[string]*keepalived.Conf
 
-	// stopLogs ends the copy of the pods' logs (podLogs) and waits for
+	// stopLogs ends the copy of the pods' logs (kube.KeepPodLogs) and waits for
 	// its last round; nil without o.Out.
 	stopLogs func()
 }
@@ -84,17 +84,7 @@ func (t *kubeTarget) keepPodLogs() error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	nodes := map[string]string{}
-	for _, m := range t.c.Nodes {
-		nodes[m.Name] = m.PodLogs()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		newPodLogs(dir, kube.Namespace, nodes, podLogsEvery).run(ctx)
-	}()
-	t.stopLogs = func() { cancel(); <-done }
+	t.stopLogs = t.c.KeepPodLogs(dir, kube.Namespace, podLogsEvery)
 	return nil
 }
 

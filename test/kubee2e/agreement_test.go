@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,23 @@ import (
 
 // pinned is the interval the pinning rollout sets.
 const pinned = "0.5"
+
+// keepLogs copies the workload's pods' logs, every container's, into the
+// cluster's directory until the test ends (the kubelet deletes a pod's
+// logs with the pod), and names the directory when the test failed.
+func keepLogs(t *testing.T, c *kube.Cluster) {
+	dir := filepath.Join(c.State().Dir, "logs", strings.ReplaceAll(t.Name(), "/", "-"))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	stop := c.KeepPodLogs(dir, kube.Namespace, 200*time.Millisecond)
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("the pods' logs are in %s", dir)
+		}
+	})
+}
 
 // rolloutMeasure is what a client and the nodes' addresses saw of one
 // rolling update.
@@ -90,6 +108,7 @@ func setEnv(ctx context.Context, c *kube.Cluster, change string) error {
 // longer than a handover; the workload ends on the interval it was given.
 func TestPinnedInterval(t *testing.T) {
 	c := need(t)
+	keepLogs(t, c)
 	ctx := testContext(t, 10*time.Minute)
 	since := time.Now()
 	services(t, c)
@@ -176,6 +195,7 @@ const cutHold = 20 * time.Second
 // upgradeAndBack rolls the workload from old to this image and back, each
 // measured, with cut (nil: none) cut off from the API server during each.
 func upgradeAndBack(t *testing.T, c *kube.Cluster, old string, cut *kube.Machine) {
+	keepLogs(t, c)
 	ctx := testContext(t, 15*time.Minute)
 	since := time.Now()
 	services(t, c)
@@ -195,21 +215,27 @@ func upgradeAndBack(t *testing.T, c *kube.Cluster, old string, cut *kube.Machine
 	for _, step := range []struct {
 		what   string
 		change func() error
+		// toThis says that the step rolls to this image: its last pod,
+		// on the cut-off node, waits for the API server cutHold more.
+		toThis bool
 	}{
-		{"the rolling update from " + old, func() error { return c.Apply(ctx, to) }},
+		{"the rolling update from " + old, func() error { return c.Apply(ctx, to) }, true},
 		{"the rollback to " + old, func() error {
 			_, err := c.Kubectl(ctx, "-n", kube.Namespace, "rollout", "undo", deployment)
 			return err
-		}},
+		}, false},
 	} {
 		var during func() error
 		if cut != nil {
 			lift := cutOff(ctx, t, c, cut)
 			during = func() error {
-				// Node3's new pod is the last one: every other node runs
-				// the new template, node3's pod is new and not ready.
+				// The cut-off node's pod is the rollout's last: every
+				// other node runs the new template. A pod of this image
+				// waits for the API server, alive; the older image
+				// cannot answer the kubelet's liveness probe meanwhile,
+				// so its wait is not drawn out.
 				err := waitLastPod(ctx, c, cut.Name)
-				if err == nil {
+				if err == nil && step.toThis {
 					err = sleepCtx(ctx, cutHold)
 				}
 				lift()
@@ -322,6 +348,7 @@ const stuckImage = "ipfailover-stuck:missing"
 // it began.
 func TestStuckNewPod(t *testing.T) {
 	c := need(t)
+	keepLogs(t, c)
 	ctx := testContext(t, stuckFor+10*time.Minute)
 	services(t, c)
 	o := overlay("overlays/kubernetes", nil)

@@ -1,4 +1,4 @@
-package chaos
+package kube
 
 import (
 	"context"
@@ -29,6 +29,23 @@ type podLogs struct {
 
 func newPodLogs(dir, namespace string, nodes map[string]string, every time.Duration) *podLogs {
 	return &podLogs{dir: dir, nodes: nodes, namespace: namespace, every: every, offsets: map[string]int64{}}
+}
+
+// KeepPodLogs copies the logs of namespace's pods on every node into
+// dir/<node>/ every interval, until the returned function is called, which
+// copies once more and returns when done.
+func (c *Cluster) KeepPodLogs(dir, namespace string, every time.Duration) (stop func()) {
+	nodes := map[string]string{}
+	for _, m := range c.Nodes {
+		nodes[m.Name] = m.PodLogs()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		newPodLogs(dir, namespace, nodes, every).run(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // run copies every interval until ctx ends, then once more.

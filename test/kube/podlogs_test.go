@@ -1,4 +1,4 @@
-package chaos
+package kube
 
 import (
 	"os"
