@@ -152,6 +152,9 @@ func fleetOf(cfg *config.Config, view membership.View, heard map[netip.Addr]int)
 		switch {
 		case speaks == 3 || a.Is6():
 			f.Members = append(f.Members, a)
+			if slices.ContainsFunc(view.Members, func(m membership.Member) bool { return m.Heartbeats && !m.Self && slices.Contains(m.Addrs, a) }) {
+				f.Heartbeats = append(f.Heartbeats, a)
+			}
 		default:
 			f.VRRPv2 = append(f.VRRPv2, a)
 		}

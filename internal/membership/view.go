@@ -106,6 +106,9 @@ type Member struct {
 	// Revision is the pod's revision labels (the workload's template it
 	// runs), "" without any.
 	Revision string
+	// Heartbeats says that it publishes AdvertsAnnotation: an image that
+	// sends the split-brain guard's heartbeats.
+	Heartbeats bool
 }
 
 // Speaks is the VRRP m's keepalived speaks: what it publishes, or, for a
@@ -228,7 +231,7 @@ func (v View) Equal(o View) bool {
 	return slices.EqualFunc(v.Members, o.Members, func(a, b Member) bool {
 		return a.Pod == b.Pod && slices.Equal(a.Addrs, b.Addrs) && a.Self == b.Self &&
 			a.Terminating == b.Terminating && a.In == b.In && a.Why == b.Why &&
-			a.Adverts == b.Adverts && a.Revision == b.Revision
+			a.Adverts == b.Adverts && a.Revision == b.Revision && a.Heartbeats == b.Heartbeats
 	}) && slices.EqualFunc(v.Held, o.Held, func(a, b Held) bool {
 		return a.Addr == b.Addr && a.Pod == b.Pod && a.Adverts == b.Adverts && a.Until.Equal(b.Until)
 	})
@@ -261,6 +264,7 @@ func memberOf(p *metav1.PartialObjectMetadata, self string) Member {
 		// A value that does not parse says nothing: the pod is taken
 		// for what its other annotations say.
 		m.Adverts, _ = ParseAdverts(v)
+		m.Heartbeats = true
 	}
 	if m.Adverts.Version == 0 && p.Annotations[FastAnnotation] == FastValue {
 		m.Adverts.Version = 3

@@ -66,6 +66,7 @@ var referenceSections = []referenceSection{
 				StrayRemoved: map[netip.Addr]uint64{netip.MustParseAddr("192.0.2.100"): 1},
 				Announced:    map[netip.Addr]uint64{netip.MustParseAddr("192.0.2.101"): 1},
 				Foreign:      []splitbrain.ForeignAdverts{{VRID: 51, Source: "192.0.2.99", Adverts: 1}},
+				Peers:        []splitbrain.PeerHeard{{Addr: netip.MustParseAddr("192.0.2.12")}},
 			}}
 		},
 		collector: func(o Options) prometheus.Collector { return newSplitBrainCollector(o.SplitBrain, o.Plan.Config.VIPs) },

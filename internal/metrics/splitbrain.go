@@ -17,8 +17,8 @@ type SplitBrain interface {
 
 // splitBrainCollector exports the guard's view:
 // ipfailover_vip_duplicate, ipfailover_vip_stray_removed_total,
-// ipfailover_vip_restored_total, ipfailover_vip_announcements_total and
-// ipfailover_vrrp_foreign_adverts_total.
+// ipfailover_vip_restored_total, ipfailover_vip_announcements_total,
+// ipfailover_vrrp_foreign_adverts_total and ipfailover_peer_heard.
 type splitBrainCollector struct {
 	guard     SplitBrain
 	vips      []netip.Addr
@@ -27,6 +27,7 @@ type splitBrainCollector struct {
 	restored  *prometheus.Desc
 	announced *prometheus.Desc
 	foreign   *prometheus.Desc
+	heard     *prometheus.Desc
 }
 
 func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollector {
@@ -48,6 +49,9 @@ func newSplitBrainCollector(g SplitBrain, vips []netip.Addr) *splitBrainCollecto
 		foreign: prometheus.NewDesc("ipfailover_vrrp_foreign_adverts_total",
 			"VRRP adverts for one of this deployment's router ids from a speaker outside it (another VIP set, authentication or version, or a source that is not a unicast peer).",
 			[]string{"vrid", "source"}, nil),
+		heard: prometheus.NewDesc("ipfailover_peer_heard",
+			"1 while this node hears a unicast peer's VRRP (its heartbeat every second), 0 once none arrived for 3 s: IP protocol 112 from that peer is dropped on the way, and a VIP it holds may be held here too. One series per peer that sends heartbeats (pods of this version on).",
+			[]string{"peer"}, nil),
 	}
 }
 
@@ -57,6 +61,7 @@ func (c *splitBrainCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.restored
 	ch <- c.announced
 	ch <- c.foreign
+	ch <- c.heard
 }
 
 func (c *splitBrainCollector) Collect(ch chan<- prometheus.Metric) {
@@ -76,5 +81,12 @@ func (c *splitBrainCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, f := range s.Foreign {
 		ch <- prometheus.MustNewConstMetric(c.foreign, prometheus.CounterValue, float64(f.Adverts), strconv.Itoa(f.VRID), f.Source)
+	}
+	for _, p := range s.Peers {
+		heard := 1.0
+		if p.Silent {
+			heard = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.heard, prometheus.GaugeValue, heard, p.Addr.String())
 	}
 }

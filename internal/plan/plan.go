@@ -71,6 +71,10 @@ type Fleet struct {
 	// are no peers of it, and the multicast bridge relays this node's
 	// masters to them.
 	VRRPv2 []netip.Addr
+	// Heartbeats are the addresses among Members whose pods send the
+	// split-brain guard's heartbeats (they publish what they speak): a
+	// node that stops hearing them does not hear their VRRP.
+	Heartbeats []netip.Addr
 	// Unpublished names the pods of another template than this pod's
 	// that publish no address: multicast nodes (the shipped image, or
 	// multicast mode), to which the multicast bridge relays, or a
@@ -80,7 +84,8 @@ type Fleet struct {
 
 // Equal says whether two fleets are the same.
 func (f Fleet) Equal(o Fleet) bool {
-	return slices.Equal(f.Members, o.Members) && slices.Equal(f.VRRPv2, o.VRRPv2) && slices.Equal(f.Unpublished, o.Unpublished)
+	return slices.Equal(f.Members, o.Members) && slices.Equal(f.VRRPv2, o.VRRPv2) && slices.Equal(f.Heartbeats, o.Heartbeats) &&
+		slices.Equal(f.Unpublished, o.Unpublished)
 }
 
 // New finds the node's facts for cfg, checks that the scripts it names can

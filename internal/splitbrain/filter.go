@@ -102,8 +102,10 @@ func advertFilter(expect map[key]expectation, v6 bool) []bpf.Instruction {
 	if v6 && first.peers != nil {
 		// The filter of an IPv6 socket cannot see the source, which
 		// unicast must check: every advert on this deployment's router
-		// ids goes to the program.
+		// ids, and every heartbeat, goes to the program.
 		a.add(load(1, 1))
+		a.add(bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: vridHeartbeat, SkipTrue: 1})
+		a.jump("accept")
 		for _, k := range order {
 			a.add(bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(k.vrid), SkipTrue: 1})
 			a.jump("accept")
@@ -122,6 +124,10 @@ func advertFilter(expect map[key]expectation, v6 bool) []bpf.Instruction {
 		a.jump("accept")
 		a.label("source ok")
 	}
+	// A heartbeat goes to the program.
+	a.add(load(1, 1))
+	a.add(bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: vridHeartbeat, SkipTrue: 1})
+	a.jump("accept")
 	a.add(load(0, 1))
 	a.acceptUnless(uint32(first.version<<4 | 1))
 	auth := uint32(0)

@@ -81,6 +81,10 @@ func TestAdvertFilter(t *testing.T) {
 		{"IPv6: VRRPv2", multicast, "v3-ipv6", set(0, 0x21), true},
 		{"a unicast peer's advert", unicast, "v2-unicast", nil, false},
 		{"not from a unicast peer", unicast, "v2-unicast", func(in []byte, _ int) { in[15] = 99 }, true},
+		// A heartbeat: router id 0, whoever sends it.
+		{"a heartbeat", multicast, "v2-multicast", func(in []byte, at int) { copy(in[at:], heartbeatPacket(netip.Addr{}, netip.Addr{})) }, true},
+		{"a unicast peer's heartbeat", unicast, "v2-unicast", func(in []byte, at int) { copy(in[at:], heartbeatPacket(netip.Addr{}, netip.Addr{})) }, true},
+		{"IPv6: a heartbeat", multicast, "v3-ipv6", func(in []byte, at int) { copy(in[at:], heartbeatPacket(netip.Addr{}, netip.Addr{})) }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

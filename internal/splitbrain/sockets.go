@@ -204,7 +204,8 @@ func listenIP(ifi *net.Interface, network, address string) (net.PacketConn, erro
 }
 
 // listenVRRP opens a raw VRRP socket on ifi with the kernel filter that
-// drops this deployment's own adverts (advertFilter).
+// drops this deployment's own adverts (advertFilter). The heartbeats are
+// sent on it too.
 func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, error) {
 	network, address := "ip4:112", "0.0.0.0"
 	if v6 {
@@ -217,6 +218,16 @@ func listenVRRP(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, 
 	if err := setAdvertFilter(c, expect, v6); err != nil {
 		c.Close()
 		return nil, err
+	}
+	// The heartbeats go out on it, with VRRP's hop limit.
+	if v6 {
+		err = ipv6.NewPacketConn(c).SetHopLimit(255)
+	} else {
+		err = ipv4.NewPacketConn(c).SetTTL(255)
+	}
+	if err != nil {
+		c.Close()
+		return nil, errors.Join(errors.New("setting the heartbeats' hop limit"), err)
 	}
 	return c, nil
 }
@@ -265,4 +276,21 @@ func listenNA(ifi *net.Interface) (conn, error) {
 		return nil, errors.Join(errors.New("attaching the solicitation filter"), err)
 	}
 	return c, nil
+}
+
+// sendFrom writes b to dst on c from src: a raw IP socket sends with src as
+// its source (the address the peers list), another conn as it is.
+func sendFrom(c conn, b []byte, src, dst netip.Addr) error {
+	to := &net.IPAddr{IP: dst.AsSlice()}
+	pc, ok := c.(*net.IPConn)
+	switch {
+	case !ok || !src.IsValid():
+		_, err := c.WriteTo(b, to)
+		return err
+	case dst.Is4():
+		_, err := ipv4.NewPacketConn(pc).WriteTo(b, &ipv4.ControlMessage{Src: src.AsSlice()}, to)
+		return err
+	}
+	_, err := ipv6.NewPacketConn(pc).WriteTo(b, &ipv6.ControlMessage{Src: src.AsSlice()}, to)
+	return err
 }

@@ -182,6 +182,7 @@ type Guard struct {
 	pid       int
 	listErr   bool
 	sendErr   bool
+	beatErr   bool
 	// listed is when the addresses were last listed; relistAt, when set,
 	// is when a change the kernel reported since is listed.
 	listed, relistAt time.Time
@@ -195,6 +196,13 @@ type Guard struct {
 	linkLocal netip.Addr
 
 	foreign *foreign
+	// beats are the heartbeats of the peers that send them; sendTo are
+	// keepalived's unicast peers, which get this node's, sent from src
+	// (by family). Replan changes them.
+	beats  *heartbeats
+	sendMu sync.Mutex
+	sendTo []netip.Addr
+	src    map[bool]netip.Addr
 	// expect is what members' adverts look like; Replan changes it.
 	// departed are the unicast peers a Replan dropped, and when: a
 	// renumbered node's last adverts from its old address, sent before
@@ -297,6 +305,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		contest:       newContests(t),
 		own:           map[netip.Addr]bool{},
 		foreign:       newForeign(),
+		beats:         newHeartbeats(),
 		conflicts:     map[netip.Addr][]net.HardwareAddr{},
 		strayRemoved:  map[netip.Addr]uint64{},
 		restored:      map[netip.Addr]uint64{},
@@ -334,7 +343,30 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		log.Warn("duplicate VIP detection is off: the interface has no Ethernet address", "interface", g.iface)
 	}
 	g.ownership = newOwnership(t.grace, t.mend, g.instance)
+	g.setHeartbeats(o.Plan, time.Now())
 	return g, nil
+}
+
+// setHeartbeats takes p's peers: keepalived's unicast peers get this
+// node's heartbeats, the peers that send them are listened to.
+func (g *Guard) setHeartbeats(p *plan.Plan, now time.Time) {
+	var to []netip.Addr
+	src := map[bool]netip.Addr{}
+	for _, in := range p.Instances {
+		if in.UnicastSource.IsValid() {
+			src[in.Is6()] = in.UnicastSource
+		}
+		for _, a := range in.UnicastPeers {
+			if !a.IsUnspecified() && !slices.Contains(to, a) {
+				to = append(to, a)
+			}
+		}
+	}
+	slices.SortFunc(to, netip.Addr.Compare)
+	g.sendMu.Lock()
+	g.sendTo, g.src = to, src
+	g.sendMu.Unlock()
+	g.beats.setPeers(p.Fleet.Heartbeats, now)
 }
 
 // Replan takes a plan of the same VIPs and instances with other unicast
@@ -362,6 +394,7 @@ func (g *Guard) Replan(p *plan.Plan) {
 	}
 	g.expect = e
 	g.expectMu.Unlock()
+	g.setHeartbeats(p, now)
 	for _, s := range []struct {
 		c  conn
 		v6 bool
@@ -401,6 +434,9 @@ type Snapshot struct {
 	Announced map[netip.Addr]uint64
 	// Foreign counts foreign adverts per router id and source.
 	Foreign []ForeignAdverts
+	// Peers are the peers that send heartbeats, and whether they are
+	// heard.
+	Peers []PeerHeard
 }
 
 // Snapshot returns the current state; it is safe to call from any
@@ -410,6 +446,7 @@ func (g *Guard) Snapshot() Snapshot {
 	s := Snapshot{Duplicates: maps.Clone(g.conflicts), StrayRemoved: maps.Clone(g.strayRemoved), Restored: maps.Clone(g.restored), Announced: maps.Clone(g.announced)}
 	g.mu.Unlock()
 	s.Foreign = g.foreign.snapshot()
+	s.Peers = g.beats.snapshot()
 	return s
 }
 
@@ -463,6 +500,9 @@ func (g *Guard) Run(ctx context.Context) error {
 
 	relist := time.NewTicker(g.timing.relist)
 	defer relist.Stop()
+	beat := time.NewTicker(heartbeatEvery)
+	defer beat.Stop()
+	g.heartbeat(time.Now())
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	g.relist(time.Now())
@@ -481,6 +521,8 @@ func (g *Guard) Run(ctx context.Context) error {
 			g.changed(time.Now())
 		case <-relist.C:
 			g.relist(time.Now())
+		case <-beat.C:
+			g.heartbeat(time.Now())
 		case c := <-g.claims:
 			g.claim(time.Now(), c)
 		case n := <-g.notes:
@@ -996,6 +1038,12 @@ func (g *Guard) advert(b []byte, src netip.Addr, v6 bool) {
 	if mine {
 		return
 	}
+	if isHeartbeat(b) {
+		if g.beats.heard(src, time.Now()) {
+			g.log.Info("a peer's VRRP arrives again", "peer", src)
+		}
+		return
+	}
 	a, err := parseAdvert(b, v6)
 	if err != nil {
 		return
@@ -1029,6 +1077,39 @@ func (g *Guard) advert(b []byte, src netip.Addr, v6 bool) {
 			"source", src, "vrid", a.vrid, "instance", e.instance, "differences", strings.Join(diffs, "; "),
 			"hint", "another VRRP deployment on this network uses the same router ids: find it by its address and give one of the two other ids: "+
 				"OPENSHIFT_HA_VRRP_ID_OFFSET moves this deployment's, `ipfailover vr-ids CLUSTER` prints the ids an OpenShift on-prem cluster uses, for HA_EXCLUDED_VRRP_IDS")
+	}
+}
+
+// heartbeat sends every unicast peer a heartbeat, and says which peers
+// fell silent.
+func (g *Guard) heartbeat(now time.Time) {
+	g.sendMu.Lock()
+	to, src := g.sendTo, g.src
+	g.sendMu.Unlock()
+	failed := false
+	for _, a := range to {
+		c := g.socks.vrrp4
+		if a.Is6() {
+			c = g.socks.vrrp6
+		}
+		if c == nil {
+			continue
+		}
+		if err := sendFrom(c, heartbeatPacket(src[a.Is6()], a), src[a.Is6()], a); err != nil && !failed {
+			failed = true
+			if !g.beatErr {
+				g.log.Warn("sending a heartbeat to a peer", "peer", a, "error", err)
+			}
+		}
+	}
+	g.beatErr = failed
+	for _, p := range g.beats.silences(now) {
+		last := "never"
+		if !p.Last.IsZero() {
+			last = now.Sub(p.Last).Round(time.Millisecond).String() + " ago"
+		}
+		g.log.Warn("a peer's VRRP does not arrive: IP protocol 112 from it is dropped on the way (a host firewall?); a VIP it holds may be held here too",
+			"peer", p.Addr, "last_heard", last, "hint", "let IP protocol 112 (vrrp) in on every node, e.g. `iptables -I INPUT -p vrrp -j ACCEPT`; `ipfailover status` shows who hears whom")
 	}
 }
 

@@ -1,0 +1,109 @@
+package splitbrain
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ipfailover/ipfailover/config"
+)
+
+// A heartbeat parses as a VRRPv3 advert of router id 0 without an address,
+// its checksum verifies over the IPv4 pseudo-header, and nothing else is
+// one.
+func TestHeartbeatPacket(t *testing.T) {
+	src, dst := netip.MustParseAddr("192.0.2.11"), netip.MustParseAddr("192.0.2.12")
+	b := heartbeatPacket(src, dst)
+	a, err := parseAdvert(b, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.version != 3 || a.vrid != 0 || a.priority != 0 || len(a.addrs) != 0 || a.interval != heartbeatEvery {
+		t.Errorf("parsed %+v", a)
+	}
+	s4, d4 := src.As4(), dst.As4()
+	pseudo := append(append(append([]byte{}, s4[:]...), d4[:]...), 0, 112, 0, byte(len(b)))
+	var sum uint32
+	for _, w := range [][]byte{pseudo, b} {
+		for i := 0; i+1 < len(w); i += 2 {
+			sum += uint32(w[i])<<8 | uint32(w[i+1])
+		}
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	if sum != 0xffff {
+		t.Errorf("the checksum does not verify: %#x", sum)
+	}
+	if !isHeartbeat(b) {
+		t.Error("isHeartbeat(heartbeat) = false")
+	}
+	_, v2, _ := ipPayload(t, capturedAdverts(t)["v2-multicast"])
+	if isHeartbeat(v2) {
+		t.Error("isHeartbeat(an advert) = true")
+	}
+}
+
+// A peer is silent once no heartbeat arrived for heartbeatSilent since it
+// became one or since its last heartbeat; a heartbeat ends it; a peer no
+// longer listed is forgotten.
+func TestHeartbeats(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	a, b := netip.MustParseAddr("192.0.2.12"), netip.MustParseAddr("192.0.2.13")
+	h := newHeartbeats()
+	h.setPeers([]netip.Addr{a, b}, t0)
+	h.heard(a, t0.Add(time.Second))
+	if fell := h.silences(t0.Add(heartbeatSilent - time.Millisecond)); len(fell) != 0 {
+		t.Errorf("silent before %s: %+v", heartbeatSilent, fell)
+	}
+	fell := h.silences(t0.Add(heartbeatSilent))
+	if len(fell) != 1 || fell[0].Addr != b || !fell[0].Last.IsZero() {
+		t.Errorf("fell silent %+v, want %s, never heard", fell, b)
+	}
+	if fell := h.silences(t0.Add(heartbeatSilent + time.Second)); len(fell) != 1 || fell[0].Addr != a {
+		t.Errorf("fell silent %+v, want %s once", fell, a)
+	}
+	if fell := h.silences(t0.Add(10 * time.Second)); len(fell) != 0 {
+		t.Errorf("fell silent again: %+v", fell)
+	}
+	if !h.heard(b, t0.Add(11*time.Second)) {
+		t.Error("heard: a silent peer was not silent")
+	}
+	h.heard(netip.MustParseAddr("192.0.2.99"), t0)
+	h.setPeers([]netip.Addr{b}, t0.Add(12*time.Second))
+	got := h.snapshot()
+	if len(got) != 1 || got[0].Addr != b || got[0].Silent || !got[0].Last.Equal(t0.Add(11*time.Second)) {
+		t.Errorf("snapshot %+v", got)
+	}
+}
+
+// TestGuardHeartbeats: the guard sends each unicast peer a heartbeat as it
+// starts and every heartbeatEvery, and notes the heartbeats of the peers
+// that send them.
+func TestGuardHeartbeats(t *testing.T) {
+	raw := config.Raw{VirtualIPs: "192.0.2.100", PeersFrom: config.PeersFromPods, PodName: "a"}
+	gt := newGuardTest(t, raw, "192.0.2.11/24")
+	p := testPlanWith(t, raw, "192.0.2.11/24", "192.0.2.12", "192.0.2.13")
+	p.Fleet.Heartbeats = []netip.Addr{netip.MustParseAddr("192.0.2.12")}
+	gt.g.Replan(p)
+	gt.waitFor("heartbeats to both peers", func() bool {
+		gt.vrrp4.mu.Lock()
+		defer gt.vrrp4.mu.Unlock()
+		n := 0
+		for _, b := range gt.vrrp4.written {
+			if isHeartbeat(b) {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	gt.vrrp4.in <- packetIn{b: heartbeatPacket(netip.MustParseAddr("192.0.2.12"), netip.MustParseAddr("192.0.2.11")), from: &net.IPAddr{IP: net.ParseIP("192.0.2.12")}}
+	gt.waitFor("the peer heard", func() bool {
+		ps := gt.g.Snapshot().Peers
+		return len(ps) == 1 && !ps[0].Last.IsZero()
+	})
+	if f := gt.g.Snapshot().Foreign; len(f) != 0 {
+		t.Errorf("a heartbeat counted as foreign: %+v", f)
+	}
+}
