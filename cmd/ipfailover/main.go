@@ -25,6 +25,8 @@ commands:
   run              configure the host and supervise keepalived (the default)
   render           print the keepalived.conf this node would run, change nothing
   peers            print the unicast peers and why each pod of the workload is in or out
+  status           print every VIP's holders and every pod's state, read from each pod
+                   (exit 1 when a VIP is held twice or by none, or a pod is amiss)
   remove-failover  stop keepalived, remove the firewall rule, release the VIPs
   vr-ids NAME      print the router ids of an OpenShift on-prem IPI cluster
   version          print the version
@@ -54,6 +56,8 @@ func dispatch(log *slog.Logger, args []string) error {
 		return render(context.Background(), os.Stdout)
 	case "peers":
 		return peers(context.Background(), os.Stdout)
+	case "status":
+		return status(context.Background(), os.Stdout)
 	case "remove-failover":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
@@ -78,6 +82,9 @@ func exitCode(log *slog.Logger, err error) int {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, errUnhealthy):
+		// status said what is amiss.
+		return 1
 	case plan.IsConfigError(err):
 		fmt.Fprintf(os.Stderr, "ipfailover: invalid configuration:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return 2
