@@ -181,9 +181,10 @@ $(KUBELAB): FORCE
 	$(GO) build -o $@ ./test/cmd/kubelab
 
 # kube-up leaves a cluster running with `make image` imported into every
-# node, and prints its KUBECONFIG; kube-down removes it (safe to run twice).
+# node and a service on port 8080 of every node, and prints what the
+# README's quick start needs; kube-down removes it (safe to run twice).
 kube-up: kube-bins image $(KUBELAB)
-	$(KUBELAB) up -bin $(KUBE_BIN) -image $(IMAGE)
+	$(KUBELAB) up -bin $(KUBE_BIN) -image $(IMAGE) -service-port 8080
 
 kube-down: $(KUBELAB)
 	$(KUBELAB) down

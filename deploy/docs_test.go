@@ -9,10 +9,12 @@ import (
 )
 
 // docsWithOverlays are the pages that show a user's own overlay, each as a
-// YAML block that starts with the comment "# <dir>/kustomization.yaml".
+// YAML block that starts with the comment "# <dir>/kustomization.yaml", or
+// as a shell here-document that writes <dir>/kustomization.yaml.
 var docsWithOverlays = []string{"../README.md", "../docs/installation.md"}
 
-var overlayBlock = regexp.MustCompile("(?s)```yaml\n *# ([a-z0-9-]+)/kustomization\\.yaml\n(.*?)```")
+var overlayBlock = regexp.MustCompile("(?s)```yaml\n *# ([a-z0-9-]+)/kustomization\\.yaml\n(.*?)```" +
+	`|cat > ([a-z0-9-]+)/kustomization\.yaml <<'EOF'\n(.*?)\n *EOF\n`)
 
 // TestDocumentedOverlaysBuild: every overlay the documentation tells a user
 // to write builds against these manifests (its resources are named from the
@@ -32,7 +34,7 @@ func TestDocumentedOverlaysBuild(t *testing.T) {
 		}
 		for _, m := range overlayBlock.FindAllStringSubmatch(string(data), -1) {
 			found++
-			name, body := m[1], dedent(m[2])
+			name, body := m[1]+m[3], dedent(m[2]+m[4])
 			t.Run(filepath.Base(page)+"/"+name, func(t *testing.T) {
 				dir := t.TempDir()
 				rel, err := filepath.Rel(dir, deployDir)

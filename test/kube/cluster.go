@@ -38,6 +38,11 @@ type Options struct {
 	// the cluster is reached from the lab's client namespace only (Kubectl
 	// does that either way).
 	Forwarder []string
+	// Service, when set with ServicePort, is the command that serves on
+	// every node what the VIPs lead to (startServices): the quick start's
+	// service. Up appends its arguments.
+	Service     []string
+	ServicePort int
 	// Logger receives one line per step; nil discards.
 	Logger *slog.Logger
 }
@@ -324,6 +329,11 @@ func (c *Cluster) up(ctx context.Context, o Options) error {
 	}
 	if err := c.waitDefaultServiceAccount(ctx); err != nil {
 		return err
+	}
+	if len(o.Service) > 0 && o.ServicePort > 0 {
+		if err := c.startServices(ctx, o.Service, o.ServicePort); err != nil {
+			return err
+		}
 	}
 	return st.write()
 }

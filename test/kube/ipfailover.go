@@ -38,6 +38,22 @@ type Scrape map[string]*dto.MetricFamily
 // Sum adds up the series of name whose labels include want (nil: all).
 func (s Scrape) Sum(name string, want map[string]string) float64 {
 	var sum float64
+	for _, m := range s.series(name, want) {
+		switch {
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// Count is the number of series of name whose labels include want.
+func (s Scrape) Count(name string, want map[string]string) int { return len(s.series(name, want)) }
+
+func (s Scrape) series(name string, want map[string]string) []*dto.Metric {
+	var out []*dto.Metric
 	for _, m := range s[name].GetMetric() {
 		match := true
 		for k, v := range want {
@@ -49,17 +65,11 @@ func (s Scrape) Sum(name string, want map[string]string) float64 {
 			}
 			match = match && found
 		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
+		if match {
+			out = append(out, m)
 		}
 	}
-	return sum
+	return out
 }
 
 // LogTimes returns the times of the lines of an ipfailover log (log/slog's

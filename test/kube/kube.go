@@ -92,6 +92,9 @@ type State struct {
 	// Cgroup is the cgroup (in every hierarchy) that holds every process
 	// of the cluster, one child per machine.
 	Cgroup string `json:"cgroup"`
+	// ServicePort is the port every node's service listens on (Options
+	// Service), 0 for none.
+	ServicePort int `json:"service_port,omitempty"`
 	// Created is when Up began.
 	Created time.Time `json:"created"`
 }

@@ -1,10 +1,12 @@
 // Command kubelab runs the test Kubernetes cluster of test/kube: make
 // kube-up, make kube-down and make kube-test use it.
 //
-//	kubelab up [-dir DIR] [-bin DIR] [-image REF]...   build a cluster and leave it running
+//	kubelab up [-dir DIR] [-bin DIR] [-image REF]... [-service-port N]
+//	                                                   build a cluster and leave it running
 //	kubelab down [-dir DIR]                            remove it (safe to run twice)
 //	kubelab status [-dir DIR]                          print where everything is
 //	kubelab forward DIR                                (the cluster's API forwarder; up starts it)
+//	kubelab serve -listen ADDR -name NAME              (a node's service; up -service-port starts them)
 //
 // DIR defaults to out/kube in the repository (IPFAILOVER_KUBE overrides).
 package main
@@ -16,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -49,8 +52,14 @@ func run(args []string, stdout io.Writer, log *slog.Logger) error {
 	bin := fs.String("bin", "bin/kube", "the Kubernetes binaries, etcd and pause (make kube-bins)")
 	var imgs images
 	fs.Var(&imgs, "image", "a podman image to import into every node (repeatable)")
+	servicePort := fs.Int("service-port", 0, "up: serve a service on this port on every node, answering with the node's name (0: none)")
+	listen := fs.String("listen", "", "serve: the address to listen on")
+	name := fs.String("name", "", "serve: the name to answer with")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if args[0] == "serve" {
+		return serve(ctx, *listen, *name)
 	}
 	if *dir == "" && args[0] != "forward" {
 		d, err := kube.DefaultDir()
@@ -66,7 +75,8 @@ func run(args []string, stdout io.Writer, log *slog.Logger) error {
 			return err
 		}
 		began := time.Now()
-		c, err := kube.Up(ctx, kube.Options{Dir: *dir, Bin: *bin, Images: imgs, Forwarder: []string{self, "forward"}, Logger: log})
+		c, err := kube.Up(ctx, kube.Options{Dir: *dir, Bin: *bin, Images: imgs, Forwarder: []string{self, "forward"},
+			Service: []string{self, "serve"}, ServicePort: *servicePort, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -88,7 +98,7 @@ func run(args []string, stdout io.Writer, log *slog.Logger) error {
 		}
 		return kube.Forward(ctx, fs.Arg(0))
 	}
-	return fmt.Errorf("unknown command %q: want up, down, status or forward", args[0])
+	return fmt.Errorf("unknown command %q: want up, down, status, forward or serve", args[0])
 }
 
 // status prints what a user needs to reach the cluster.
@@ -102,5 +112,43 @@ func status(w io.Writer, st kube.State) error {
 		fmt.Fprintf(w, "%-14s %-22s %-15s %s\n", n.Name, n.Netns, n.Addr4, n.PodCIDR)
 	}
 	fmt.Fprintf(w, "%-14s %-22s %-15s\n", st.Client.Name, st.Client.Netns, st.Client.Addr4)
+	if st.ServicePort == 0 {
+		return nil
+	}
+	var img string
+	for _, ref := range st.Images {
+		if strings.Contains(ref, "ipfailover") {
+			img = ref
+			break
+		}
+	}
+	name, tag, _ := strings.Cut(img, ":")
+	fmt.Fprintf(w, `
+For the README's quick start on this cluster:
+  export KUBECONFIG=%s PATH=%s:$PATH
+  <your-registry>/ipfailover:<tag> is %s:%s (imported on every node: skip step 1)
+  every node serves port %d (OPENSHIFT_HA_MONITOR_PORT=%d), answering with its name
+  VIPs: free addresses of %s's subnet, such as 192.0.2.100-102
+  the client: ip netns exec %s curl http://192.0.2.100:%d/
+`, st.Kubeconfig, st.Bin, name, tag, st.ServicePort, st.ServicePort, st.Nodes[0].Addr4, st.Client.Netns, st.ServicePort)
+	return nil
+}
+
+// serve answers every request with name, on addr, until ctx ends: a
+// node's service for the quick start.
+func serve(ctx context.Context, addr, name string) error {
+	if addr == "" || name == "" {
+		return errors.New("usage: kubelab serve -listen ADDR -name NAME")
+	}
+	srv := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, name)
+	})}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
 	return nil
 }
