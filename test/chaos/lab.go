@@ -147,18 +147,18 @@ func (t *labTarget) makeCgroups(ctx context.Context) error {
 	// The lab weighs against the kernel's own threads (ksoftirqd, the
 	// workqueues' workers, which run in the root group) as a real node's
 	// pods do against its kernel: one machine's cores, not its three
-	// nodes'. At three machines' share a burner and the harness kept
-	// ksoftirqd from the CPU for up to 1.4 s (traced in stop 40), and
-	// with it every packet's softirq work of every node.
+	// nodes'. At three machines' share a burner and the harness keep
+	// ksoftirqd from the CPU, and with it every packet's softirq work of
+	// every node.
 	machine := runtime.NumCPU() * 1000
 	if _, err := lab.NewCPUGroup(t.cgroup, machine); err != nil {
 		return err
 	}
-	// Even so ksoftirqd waited up to 576 ms (traced in stop 40), and with
-	// it a whole node: the lab's one kernel carries the softirq work of
-	// three nodes, the segment and the client, a real node's only its
-	// own. At the real-time class it runs when it is woken, as that
-	// work does when it runs where it was raised.
+	// Even so ksoftirqd waits behind the lab's cgroup, and with it a
+	// whole node: the lab's one kernel carries the softirq work of three
+	// nodes, the segment and the client, a real node's only its own. At
+	// the real-time class it runs when it is woken, as that work does
+	// when it runs where it was raised.
 	softirq, err := lab.FindSoftirqThreads()
 	if err != nil {
 		return err
