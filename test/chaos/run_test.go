@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ipfailover/ipfailover/test/lab"
+	"github.com/ipfailover/ipfailover/test/syncbuf"
 )
 
 func TestMain(m *testing.M) {
@@ -73,8 +74,9 @@ func TestShortRun(t *testing.T) {
 	defer cancel()
 	out := t.TempDir()
 	var progress strings.Builder
-	res, err := Run(ctx, Options{Seed: ciSeed, Duration: 75 * time.Second, Binary: bin, Self: self, Out: out, Progress: &progress, Commit: "test"})
-	t.Log("\n" + progress.String())
+	var logs syncbuf.Buffer // the lab's warnings
+	res, err := Run(ctx, Options{Seed: ciSeed, Duration: 75 * time.Second, Binary: bin, Self: self, Out: out, Progress: &progress, Log: &logs, Commit: "test"})
+	t.Log("\n" + logs.String() + progress.String())
 	if err != nil {
 		t.Fatal(err)
 	}

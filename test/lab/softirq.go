@@ -30,36 +30,59 @@ type SoftirqThreads struct {
 // threads' own. The kernel releases it when its holder dies.
 const softirqLock = "/run/ipfailover-lab-softirq.lock"
 
+// ErrSoftirqUnavailable is wrapped, with the reason, by what
+// FindSoftirqThreads and RealTime return where the lab cannot raise the
+// kernel's softirq threads: /proc shows none of the kernel's threads (a
+// PID namespace of its own, as a container's), or the kernel refuses the
+// change and RealTime has left every thread as it was. A lab can run
+// without them, its softirq work then waiting at the fair class. Every
+// other failure (threads to be found and none found, a change that fails
+// otherwise, a restore that fails) is the lab's own.
+var ErrSoftirqUnavailable = errors.New("the kernel's softirq threads cannot be made real-time here")
+
 // FindSoftirqThreads lists the machine's ksoftirqd threads.
 func FindSoftirqThreads() (*SoftirqThreads, error) {
-	comms, err := filepath.Glob("/proc/[0-9]*/comm")
+	return findSoftirqThreads("/proc")
+}
+
+// findSoftirqThreads lists the ksoftirqd threads of the /proc at proc.
+func findSoftirqThreads(proc string) (*SoftirqThreads, error) {
+	comms, err := filepath.Glob(filepath.Join(proc, "[0-9]*", "comm"))
 	if err != nil {
 		return nil, err
 	}
 	s := &SoftirqThreads{}
 	for _, f := range comms {
-		comm, err := os.ReadFile(f)
-		if err != nil {
-			continue // gone since the glob
-		}
-		if !strings.HasPrefix(string(comm), "ksoftirqd/") {
+		if !kernelThread(filepath.Dir(f), "ksoftirqd/") {
 			continue
 		}
 		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		// A kernel thread has no command line; a process naming itself
-		// ksoftirqd/ does.
-		if cmd, err := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline")); err != nil || len(cmd) > 0 {
-			continue
-		}
 		s.Pids = append(s.Pids, pid)
 	}
-	if len(s.Pids) == 0 {
-		return nil, errors.New("no ksoftirqd thread found in /proc")
+	if len(s.Pids) > 0 {
+		return s, nil
 	}
-	return s, nil
+	// The kernel's threads are children of kthreadd, pid 2 of the
+	// first PID namespace; a PID namespace of its own shows none of them.
+	if !kernelThread(filepath.Join(proc, "2"), "kthreadd") {
+		return nil, fmt.Errorf("%w: %s shows none of the kernel's threads (no kthreadd as pid 2): this process runs in a PID namespace of its own", ErrSoftirqUnavailable, proc)
+	}
+	return nil, fmt.Errorf("no ksoftirqd thread found in %s, beside the kernel's kthreadd", proc)
+}
+
+// kernelThread reports whether the process at dir (a /proc/PID) is a
+// kernel thread whose name begins with prefix. A kernel thread has no
+// command line; a process naming itself so does.
+func kernelThread(dir, prefix string) bool {
+	comm, err := os.ReadFile(filepath.Join(dir, "comm"))
+	if err != nil || !strings.HasPrefix(string(comm), prefix) {
+		return false // gone since the glob, or another
+	}
+	cmd, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	return err == nil && len(cmd) == 0
 }
 
 // RealTime waits until no other user has the threads real-time (or ctx
@@ -106,7 +129,16 @@ func (s *SoftirqThreads) RealTime(ctx context.Context) error {
 			a = &unix.SchedAttr{Policy: unix.SCHED_NORMAL}
 		}
 		if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
-			return errors.Join(fmt.Errorf("making ksoftirqd (pid %d) real-time: %w", pid, err), s.restore(former), lock.Close())
+			err = fmt.Errorf("making ksoftirqd (pid %d) real-time: %w", pid, err)
+			if back := errors.Join(s.restore(former), lock.Close()); back != nil {
+				return errors.Join(err, back)
+			}
+			if errors.Is(err, unix.EPERM) {
+				// Refused (no CAP_SYS_NICE over the threads, a
+				// security policy), and every thread as it was.
+				return fmt.Errorf("%w: %w", ErrSoftirqUnavailable, err)
+			}
+			return err
 		}
 		former = append(former, *a)
 	}
