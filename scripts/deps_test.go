@@ -47,6 +47,9 @@ var resolved = map[string]struct {
 	"test/bench/rollout.go: r.o.Binary":                                     {nil, "the ipfailover binary test/cmd/bench builds"},
 	"test/bench/bench.go: r.o.Binary":                                       {nil, "the ipfailover binary test/cmd/bench builds"},
 	"test/bench/migrate.go: r.o.Binary":                                     {nil, "the ipfailover binary test/cmd/bench builds"},
+	"test/bench/flood.go: r.o.Binary":                                       {nil, "the ipfailover binary test/cmd/bench builds"},
+	"test/bench/flood.go: r.o.FloodBaseline":                                {nil, "another ipfailover binary the flood rows compare (-flood-baseline)"},
+	"test/bench/flood.go: r.o.Flooder":                                      {nil, "test/cmd/bench's own executable (the flooding client)"},
 	"test/e2e/fleet_test.go: ipfailoverBin":                                 {nil, "the ipfailover binary the suite builds"},
 	"test/e2e/harness_test.go: httpdBin":                                    {nil, "the suite's HTTP service binary"},
 	"test/e2e/harness_test.go: ipfailoverBin":                               {nil, "the ipfailover binary the suite builds"},
@@ -54,6 +57,7 @@ var resolved = map[string]struct {
 	"test/lab/fleet.go: opts.Argv":                                          {nil, "FleetOptions.Argv: the ipfailover binary of the caller"},
 	"test/kube/cluster.go: p.argv":                                          {[]string{"nsenter", "containerd"}, "a cluster's daemons: nsenter into a machine, then containerd or a binary make kube-bins built; or kubelab itself (the API forwarder)"},
 	"test/kube/kubectl.go: filepath.Join(…)":                                {nil, "the kubectl make kube-bins builds"},
+	"test/kubee2e/readme_test.go: filepath.Join(…)":                         {nil, "the kubectl make kube-bins builds"},
 }
 
 // libraries are the packages outside the module and the standard library

@@ -164,9 +164,9 @@ func TestFaultCause(t *testing.T) {
 		want   string
 	}{
 		{"down", 0, "", "interface eth0 is down"},
-		{"down, with a script", 0, "/bin/false", "interface eth0 is down"},
+		{"down, with a script", 0, "/bin/true", "interface eth0 is down"},
 		{"no carrier", net.FlagUp, "", "interface eth0 has no carrier"},
-		{"a script", up, "/usr/local/bin/check", "interface eth0 is up: the check script fails, or keepalived cannot run it (OPENSHIFT_HA_CHECK_SCRIPT=/usr/local/bin/check)"},
+		{"a script", up, "/usr/bin/true", "interface eth0 is up: the check script fails, or keepalived cannot run it (OPENSHIFT_HA_CHECK_SCRIPT=/usr/bin/true)"},
 		{"not known", up, "", "interface eth0 is up: keepalived's lines as it entered FAULT say why"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,7 +265,7 @@ func TestFaultyInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := testOptions(newProcess(f.pid), f.dump)
-	o.Plan.Config.Check, o.Plan.Config.CheckScript = config.CheckScript, "/bin/check"
+	o.Plan.Config.Check, o.Plan.Config.CheckScript = config.CheckScript, "/bin/true"
 	srv := newServer(t, o)
 	names, since, err := srv.faultyInstances()
 	if err != nil {
@@ -277,7 +277,7 @@ func TestFaultyInstances(t *testing.T) {
 	if want := time.Unix(1795277116, 522441000); since.Sub(want).Abs() > time.Microsecond {
 		t.Errorf("in FAULT since %v, want %v (its last_transition)", since, want)
 	}
-	if srv.checkScript != "/bin/check" {
+	if srv.checkScript != "/bin/true" {
 		t.Errorf("check script %q, want the plan's", srv.checkScript)
 	}
 	if n := f.signals(t); n != 1 {

@@ -3,7 +3,9 @@ package lab
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
+	"time"
 )
 
 // Service is the monitored service of a node: a TCP server in the node's
@@ -35,6 +37,22 @@ func ListenIn(netnsName, address string) (*Service, error) {
 			c.Close()
 		}
 	})
+	return s, nil
+}
+
+// ServeNameIn listens on address in the network namespace netnsName and
+// answers every HTTP request with name: a node's service that tells a
+// client which node answered.
+func ServeNameIn(netnsName, address, name string) (*Service, error) {
+	ln, err := listenIn(netnsName, address)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{ln: ln}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, name)
+	})}
+	s.wg.Go(func() { _ = srv.Serve(ln) })
 	return s, nil
 }
 
