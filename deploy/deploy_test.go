@@ -810,74 +810,84 @@ func checkSCC(t *testing.T, b *built, account string) {
 	}
 }
 
-// workloadOf names the workload kustomization whose pods a cleanup
-// kustomization cleans up after.
-var workloadOf = map[string]string{
-	"cleanup/base":       "base",
-	"cleanup/kubernetes": "overlays/kubernetes",
-	"cleanup/node":       "base",
+// cleanupName is the cleanup DaemonSet's name (and the single-node
+// Job's prefix).
+const cleanupName = "remove-ipfailover"
+
+// cleanupContainer is the container that does a cleanup pod's work: the
+// DaemonSet's init container, the Job's container.
+func cleanupContainer(t *testing.T, what string, spec corev1.PodSpec) corev1.Container {
+	t.Helper()
+	if strings.HasPrefix(what, "DaemonSet") {
+		if len(spec.InitContainers) != 1 {
+			t.Fatalf("%s: %d init containers, want the one that cleans up", what, len(spec.InitContainers))
+		}
+		return spec.InitContainers[0]
+	}
+	return container(t, spec)
 }
 
+// checkCleanup: the cleanup of cleanup/base and cleanup/kubernetes is a
+// DaemonSet on every Linux node, every taint tolerated, so that it reaches
+// every node a pod ran on whatever the workload's replicas and node
+// selector; its init container removes, with NET_ADMIN alone, what the
+// pods added; its other container only idles. cleanup/node is one Job pod
+// on a node named when it is created.
 func checkCleanup(t *testing.T, b *built, dir string) {
-	if len(b.jobs) != 1 || len(b.deployments)+len(b.daemonSets) != 0 {
-		t.Fatalf("cleanup: want exactly one Job and no workload, got %d jobs", len(b.jobs))
-	}
 	if len(b.configMaps) != 0 {
 		t.Errorf("cleanup must use the deployment's ConfigMap, not bring its own: %v", b.configMaps)
 	}
-	j := b.jobs[0]
-	spec := j.Spec.Template.Spec
-	c := container(t, spec)
-	if !spec.HostNetwork {
-		t.Error("Job: hostNetwork is false")
-	}
-	checkLeastPrivilege(t, "Job", c, jobCapabilities)
-	checkCleanupScheduling(t, "Job", spec, c)
-	checkWritable(t, "Job", spec, c, "/run", "/tmp")
-	if hp := hostPaths(spec, c); len(hp) > 0 {
-		t.Errorf("Job: host paths %v, want none", hp)
-	}
-	if !envFromConfig(c) {
-		t.Errorf("Job: no envFrom configMapRef %s", configMap)
-	}
-	if spec.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("Job: restartPolicy %q, want Never", spec.RestartPolicy)
-	}
-	if diff := cmp.Diff([]string{cleanupPath}, c.Command); diff != "" {
-		t.Errorf("Job command (-want +got):\n%s", diff)
-	}
-	if c.Image != image {
-		t.Errorf("Job: image %q, want %q", c.Image, image)
-	}
+	var what string
+	var spec corev1.PodSpec
 	if dir == "cleanup/node" {
-		if j.Spec.Completions == nil || *j.Spec.Completions != 1 || j.Spec.CompletionMode != nil || spec.Affinity != nil {
+		if len(b.jobs) != 1 || len(b.deployments)+len(b.daemonSets) != 0 {
+			t.Fatalf("single-node cleanup: want one Job and no workload, got %d jobs", len(b.jobs))
+		}
+		j := b.jobs[0]
+		what, spec = "Job "+j.Name, j.Spec.Template.Spec
+		if j.Spec.Completions != nil && *j.Spec.Completions != 1 || j.Spec.CompletionMode != nil || spec.Affinity != nil {
 			t.Errorf("single-node Job: completions %s, mode %s, affinity %+v; want 1 pod, no index, no affinity",
 				deref(j.Spec.Completions), deref(j.Spec.CompletionMode), spec.Affinity)
 		}
-		return
+		if spec.RestartPolicy != corev1.RestartPolicyNever {
+			t.Errorf("Job: restartPolicy %q, want Never", spec.RestartPolicy)
+		}
+	} else {
+		if len(b.daemonSets) != 1 || b.daemonSets[0].Name != cleanupName || len(b.deployments)+len(b.jobs) != 0 {
+			t.Fatalf("cleanup: want the DaemonSet %s alone, got %d DaemonSets, %d Jobs", cleanupName, len(b.daemonSets), len(b.jobs))
+		}
+		ds := b.daemonSets[0]
+		what, spec = "DaemonSet "+ds.Name, ds.Spec.Template.Spec
+		if diff := cmp.Diff(map[string]string{"kubernetes.io/os": "linux"}, spec.NodeSelector); diff != "" {
+			t.Errorf("cleanup nodeSelector (-want +got): every Linux node\n%s", diff)
+		}
+		if spec.Affinity != nil {
+			t.Errorf("cleanup affinity %+v: it must reach every node", spec.Affinity)
+		}
+		idle := container(t, spec)
+		checkLeastPrivilege(t, what+" (idle)", idle, nil)
 	}
-	// One pod on each node the workload's pods can run on.
-	_, pod := build(t, workloadOf[dir]).workload(t)
-	replicas := build(t, workloadOf[dir]).deployments[0].Spec.Replicas
-	if j.Spec.CompletionMode == nil || *j.Spec.CompletionMode != batchv1.IndexedCompletion {
-		t.Errorf("Job completionMode %s, want Indexed", deref(j.Spec.CompletionMode))
+	c := cleanupContainer(t, what, spec)
+	if !spec.HostNetwork {
+		t.Errorf("%s: hostNetwork is false", what)
 	}
-	if j.Spec.Completions == nil || j.Spec.Parallelism == nil || *j.Spec.Completions != *replicas || *j.Spec.Parallelism != *replicas {
-		t.Errorf("Job completions %s parallelism %s, want both the Deployment's replicas %d", deref(j.Spec.Completions), deref(j.Spec.Parallelism), *replicas)
+	if diff := cmp.Diff([]corev1.Toleration{{Operator: corev1.TolerationOpExists}}, spec.Tolerations); diff != "" {
+		t.Errorf("%s tolerations (-want +got): every taint, so that cordoned and tainted nodes are cleaned too\n%s", what, diff)
 	}
-	if diff := cmp.Diff(pod.Spec.NodeSelector, spec.NodeSelector); diff != "" {
-		t.Errorf("Job nodeSelector differs from the pods' of %s (-pods +job):\n%s", workloadOf[dir], diff)
+	checkLeastPrivilege(t, what, c, jobCapabilities)
+	checkCleanupScheduling(t, what, spec, c)
+	checkWritable(t, what, spec, c, "/run", "/tmp")
+	if hp := hostPaths(spec, c); len(hp) > 0 {
+		t.Errorf("%s: host paths %v, want none", what, hp)
 	}
-	if diff := cmp.Diff(pod.Spec.Tolerations, spec.Tolerations); diff != "" {
-		t.Errorf("Job tolerations differ from the pods' of %s (-pods +job):\n%s", workloadOf[dir], diff)
+	if !envFromConfig(c) {
+		t.Errorf("%s: no envFrom configMapRef %s", what, configMap)
 	}
-	a := spec.Affinity
-	if a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
-		t.Fatalf("Job: want one required pod anti-affinity term, got %+v", a)
+	if diff := cmp.Diff([]string{cleanupPath}, c.Command); diff != "" {
+		t.Errorf("%s command (-want +got):\n%s", what, diff)
 	}
-	term := a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
-	if term.TopologyKey != "kubernetes.io/hostname" || term.LabelSelector == nil || !selects(term.LabelSelector.MatchLabels, j.Spec.Template.Labels) {
-		t.Errorf("Job anti-affinity %+v does not keep its own pods (%v) on separate hosts", term, j.Spec.Template.Labels)
+	if c.Image != image {
+		t.Errorf("%s: image %q, want %q", what, c.Image, image)
 	}
 }
 
@@ -945,16 +955,17 @@ func TestDaemonSetKeepsTheDeploymentsPod(t *testing.T) {
 	}
 }
 
-// TestCleanupUsesTheWorkloadsConfig: the Job reads the ConfigMap the pods read.
+// TestCleanupUsesTheWorkloadsConfig: the cleanup reads the ConfigMap the
+// pods read, as their ServiceAccount.
 func TestCleanupUsesTheWorkloadsConfig(t *testing.T) {
 	_, tmpl := build(t, "base").workload(t)
-	job := build(t, "cleanup/base").jobs[0]
-	w, j := container(t, tmpl.Spec), container(t, job.Spec.Template.Spec)
-	if diff := cmp.Diff(w.EnvFrom, j.EnvFrom); diff != "" {
-		t.Errorf("envFrom (-workload +job):\n%s", diff)
+	ds := build(t, "cleanup/base").daemonSets[0].Spec.Template.Spec
+	w, c := container(t, tmpl.Spec), cleanupContainer(t, "DaemonSet", ds)
+	if diff := cmp.Diff(w.EnvFrom, c.EnvFrom); diff != "" {
+		t.Errorf("envFrom (-workload +cleanup):\n%s", diff)
 	}
-	if tmpl.Spec.ServiceAccountName != job.Spec.Template.Spec.ServiceAccountName {
-		t.Errorf("service accounts differ: %q and %q", tmpl.Spec.ServiceAccountName, job.Spec.Template.Spec.ServiceAccountName)
+	if tmpl.Spec.ServiceAccountName != ds.ServiceAccountName {
+		t.Errorf("service accounts differ: %q and %q", tmpl.Spec.ServiceAccountName, ds.ServiceAccountName)
 	}
 }
 
@@ -1120,8 +1131,8 @@ func TestComponents(t *testing.T) {
 		{
 			component: "components/host-sysconfig",
 			check: func(t *testing.T, what string, spec corev1.PodSpec, c corev1.Container) {
-				if strings.HasPrefix(what, "Job") {
-					return // the Job does not read KEEPALIVED_OPTIONS
+				if strings.HasPrefix(what, "Job") || what == "DaemonSet "+cleanupName {
+					return // the cleanup does not read KEEPALIVED_OPTIONS
 				}
 				if hp := hostPaths(spec, c); hp["/etc/sysconfig"] != "/etc/sysconfig" {
 					t.Errorf("%s: host paths %v, want /etc/sysconfig", what, hp)
@@ -1143,9 +1154,13 @@ func TestComponents(t *testing.T) {
 					t.Fatalf("want one pod template, got %v", slices.Collect(maps.Keys(pods)))
 				}
 				for what, pod := range pods {
+					cleanup := strings.HasPrefix(what, "Job") || what == "DaemonSet "+cleanupName
 					c := container(t, pod.Spec)
+					if cleanup {
+						c = cleanupContainer(t, what, pod.Spec)
+					}
 					tt.check(t, what, pod.Spec, c)
-					if strings.HasPrefix(what, "Job") {
+					if cleanup {
 						checkCleanupScheduling(t, what, pod.Spec, c)
 					} else {
 						checkNodeAgent(t, what, pod.Spec, c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host"
@@ -22,7 +23,12 @@ func render(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer nl.Close()
-	if p.Config.PeersFromPods {
+	switch {
+	case p.Config.PeersFromPods && p.Config.PodName == "":
+		// Outside a pod (a check before the first apply), there is no
+		// pod to find the others from: the plan is a pod alone's.
+		fmt.Fprintln(os.Stderr, "ipfailover render: POD_NAME is not set, so the other pods are not listed: this is keepalived.conf as a pod alone would run it (in a pod, render lists them)")
+	case p.Config.PeersFromPods:
 		view, _, err := lookAtPods(ctx, p.Config)
 		if err != nil {
 			return err

@@ -113,6 +113,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, cmd := range []string{"run", "render"} {
+				if cmd == "render" && strings.HasPrefix(tt.want, "POD_NAME is not set") {
+					continue // render plans as a pod alone would (TestRenderOutsideAPod)
+				}
 				_, stderr, code := ipfailover(t, ns, append(append([]string{}, base...), strings.Split(tt.env, "\x00")...), cmd)
 				if code != 2 {
 					t.Fatalf("%s: exit %d, want 2; stderr:\n%s", cmd, code, stderr)
@@ -161,6 +164,20 @@ func TestRender(t *testing.T) {
 	}
 	if strings.Contains(out, "\n      192.0.2.11\n") {
 		t.Errorf("the node's own address is listed as a peer:\n%s", out)
+	}
+}
+
+// TestRenderOutsideAPod: with the peers from the pods but no POD_NAME (a
+// check on a node before the first apply), render prints what a pod alone
+// would run and says so.
+func TestRenderOutsideAPod(t *testing.T) {
+	ns := node(t)
+	out, stderr, code := ipfailover(t, ns, []string{"OPENSHIFT_HA_VIRTUAL_IPS=192.0.2.100-101", "OPENSHIFT_HA_UNICAST_PEERS_FROM=pods"}, "render")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "POD_NAME is not set") || !strings.Contains(out, "vrrp_version 3") || !strings.Contains(out, "unicast_src_ip 192.0.2.11") {
+		t.Errorf("stderr:\n%s\nout:\n%s", stderr, out)
 	}
 }
 

@@ -30,7 +30,6 @@ import (
 const (
 	deployment = "deployment/ipfailover"
 	podLabel   = "ipfailover=ipfailover"
-	jobLabel   = "app=remove-ipfailover"
 )
 
 // kubeConfig is the cluster's ipfailover-config: the lab's settings.
@@ -733,7 +732,8 @@ func (t *kubeTarget) settled(ctx context.Context) []Check {
 
 // shutdown removes the workload in docs/installation.md's order: the
 // Deployment first (its pods stop gracefully; the ConfigMap and the
-// ServiceAccount stay for the Job), then the cleanup Job, then the rest. It
+// ServiceAccount stay for the cleanup), then the cleanup DaemonSet, then
+// the rest. It
 // checks that no VIP, table or keepalived is left on any node, and brings
 // the cluster down.
 func (t *kubeTarget) shutdown(ctx context.Context) []Check {
@@ -743,12 +743,12 @@ func (t *kubeTarget) shutdown(ctx context.Context) []Check {
 		_, err = t.c.Kubectl(ctx, "-n", kube.Namespace, "wait", "--for=delete", "pod", "-l", podLabel, "--timeout=3m")
 	}
 	checks = append(checks, Check{Name: "the Deployment deleted, its pods gone", OK: err == nil, Detail: errString(err)})
-	job := kube.Overlay{Base: "cleanup/kubernetes", Image: t.o.Image, Config: t.config, Replicas: len(t.c.Nodes)}
+	job := kube.Overlay{Base: "cleanup/kubernetes", Image: t.o.Image}
 	err = t.c.Apply(ctx, job)
 	if err == nil {
-		_, err = t.c.Kubectl(ctx, "-n", kube.Namespace, "wait", "--for=condition=complete", "job/remove-ipfailover", "--timeout=5m")
+		err = t.c.RolloutStatus(ctx, "ds/remove-ipfailover")
 	}
-	checks = append(checks, Check{Name: "the cleanup Job completes", OK: err == nil, Detail: errString(err)})
+	checks = append(checks, Check{Name: "the cleanup DaemonSet cleans every node", OK: err == nil, Detail: errString(err)})
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	err = errors.Join(t.c.Delete(dctx, job), t.c.Delete(dctx, t.overlay()))
 	cancel()

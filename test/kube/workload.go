@@ -32,8 +32,7 @@ type Overlay struct {
 	// Config sets keys of the ipfailover-config ConfigMap (bases that
 	// have it).
 	Config map[string]string
-	// Replicas sets the Deployment's replicas and the cleanup Job's
-	// completions and parallelism; 0 leaves them.
+	// Replicas sets the Deployment's replicas; 0 leaves them.
 	Replicas int
 	// Components are deploy/'s components to add ("components/multicast").
 	Components []string
@@ -90,7 +89,6 @@ patches:
 	}
 	if o.Replicas > 0 {
 		fmt.Fprintf(&b, "  - target: {kind: Deployment, name: ipfailover}\n    patch: |-\n      - {op: replace, path: /spec/replicas, value: %d}\n", o.Replicas)
-		fmt.Fprintf(&b, "  - target: {kind: Job, name: remove-ipfailover}\n    patch: |-\n      - {op: replace, path: /spec/completions, value: %d}\n      - {op: replace, path: /spec/parallelism, value: %d}\n", o.Replicas, o.Replicas)
 	}
 	if o.NodeSelector != nil {
 		sel := make([]string, 0, len(o.NodeSelector))
@@ -102,6 +100,7 @@ patches:
 	for _, kind := range []string{"Deployment", "DaemonSet", "Job"} {
 		fmt.Fprintf(&b, "  - target: {kind: %s}\n    patch: |-\n      - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}\n", kind)
 	}
+	b.WriteString("  - target: {kind: DaemonSet, name: remove-ipfailover}\n    patch: |-\n      - {op: add, path: /spec/template/spec/initContainers/0/imagePullPolicy, value: Never}\n")
 	return b.String(), nil
 }
 

@@ -14,13 +14,14 @@ import (
 	"github.com/ipfailover/ipfailover/test/kube"
 )
 
-const jobLabel = "app=remove-ipfailover"
+const cleanupLabel = "app=remove-ipfailover"
 
-// runCleanup runs the cleanup Job of deploy/<base> (its workload's pods
-// gone, their ConfigMap still there) as docs/installation.md tells: one pod per
-// node, each leaving no VIP, VRRP rule, nftables table or keepalived. A
-// pod killed without its goodbye leaves its VIPs: two are put back on
-// nodes first, as such a pod leaves them. Run twice: it is idempotent.
+// runCleanup runs the cleanup of deploy/<base> (its workload's pods gone,
+// their ConfigMap still there) as docs/installation.md tells: a DaemonSet
+// whose pod on every node, whatever ran there, leaves no VIP, VRRP rule,
+// nftables table or keepalived. A pod killed without its goodbye leaves
+// its VIPs: two are put back on nodes first, as such a pod leaves them.
+// Run twice: it is idempotent.
 func runCleanup(ctx context.Context, t *testing.T, c *kube.Cluster, base string, vs []netip.Addr) {
 	t.Helper()
 	for i, v := range vs[:2] {
@@ -33,23 +34,24 @@ func runCleanup(ctx context.Context, t *testing.T, c *kube.Cluster, base string,
 	if len(before) < len(c.Nodes)+2 {
 		t.Fatalf("before the cleanup: want every node's VRRP rule and two VIPs, found %v", before)
 	}
-	o := kube.Overlay{Base: base, Image: image, Replicas: len(c.Nodes)}
+	o := kube.Overlay{Base: base, Image: image}
 	for round := 1; round <= 2; round++ {
 		if err := c.Apply(ctx, o); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Kubectl(ctx, "-n", kube.Namespace, "wait", "--for=condition=complete", "job/remove-ipfailover", "--timeout=5m"); err != nil {
+		if err := c.RolloutStatus(ctx, "ds/remove-ipfailover"); err != nil {
 			t.Fatal(err)
 		}
-		pods, err := c.Pods(ctx, jobLabel)
+		pods, err := c.Pods(ctx, cleanupLabel)
 		if err != nil {
 			t.Fatal(err)
 		}
 		nodes := map[string]bool{}
 		for _, p := range pods {
 			nodes[p.Spec.NodeName] = true
-			if p.Status.Phase != "Succeeded" {
-				t.Errorf("round %d: %s on %s: %s", round, p.Name, p.Spec.NodeName, p.Status.Phase)
+			if len(p.Status.InitContainerStatuses) != 1 || p.Status.InitContainerStatuses[0].State.Terminated == nil ||
+				p.Status.InitContainerStatuses[0].State.Terminated.ExitCode != 0 {
+				t.Errorf("round %d: %s on %s: the cleanup did not end well: %+v", round, p.Name, p.Spec.NodeName, p.Status.InitContainerStatuses)
 			}
 		}
 		if len(pods) != len(c.Nodes) || len(nodes) != len(c.Nodes) {
@@ -59,14 +61,14 @@ func runCleanup(ctx context.Context, t *testing.T, c *kube.Cluster, base string,
 			checkExitedSpec(ctx, t, c, p)
 		}
 		if round == 1 {
-			out, err := c.Kubectl(ctx, "-n", kube.Namespace, "logs", "-l", jobLabel, "--prefix", "--tail=-1")
+			out, err := c.Kubectl(ctx, "-n", kube.Namespace, "logs", "-l", cleanupLabel, "-c", "remove-failover", "--prefix", "--tail=-1")
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("the cleanup pods' logs:\n%s", out)
 		}
 		if left := leftovers(ctx, t, c, vs); len(left) > 0 {
-			t.Errorf("round %d: after the cleanup Job: %v", round, left)
+			t.Errorf("round %d: after the cleanup: %v", round, left)
 		}
 		dctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		err = c.Delete(dctx, o)
@@ -74,20 +76,20 @@ func runCleanup(ctx context.Context, t *testing.T, c *kube.Cluster, base string,
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitNoPods(ctx, t, c, jobLabel)
+		waitNoPods(ctx, t, c, cleanupLabel)
 	}
 }
 
-// checkExitedSpec checks the security context of a pod whose container
-// has exited, as containerd handed it to runc: exactly the added
-// capabilities, no_new_privs, a read-only root, a seccomp filter.
+// checkExitedSpec checks the security context of a cleanup pod's init
+// container, which has exited, as containerd handed it to runc: exactly
+// the added capabilities, no_new_privs, a read-only root, a seccomp filter.
 func checkExitedSpec(ctx context.Context, t *testing.T, c *kube.Cluster, p corev1.Pod) {
 	t.Helper()
-	if len(p.Status.ContainerStatuses) == 0 {
-		t.Errorf("%s has no container status", p.Name)
+	if len(p.Status.InitContainerStatuses) == 0 {
+		t.Errorf("%s has no init container status", p.Name)
 		return
 	}
-	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	_, id, _ := strings.Cut(p.Status.InitContainerStatuses[0].ContainerID, "://")
 	out, err := c.Node(p.Spec.NodeName).Exec(ctx, "ctr", "--address", "/run/containerd/containerd.sock", "--namespace", "k8s.io", "containers", "info", id)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +114,7 @@ func checkExitedSpec(ctx context.Context, t *testing.T, c *kube.Cluster, p corev
 		t.Fatalf("%s: containers info: %v", p.Name, err)
 	}
 	var want []string
-	for _, cp := range p.Spec.Containers[0].SecurityContext.Capabilities.Add {
+	for _, cp := range p.Spec.InitContainers[0].SecurityContext.Capabilities.Add {
 		want = append(want, "CAP_"+string(cp))
 	}
 	caps := info.Spec.Process.Capabilities
