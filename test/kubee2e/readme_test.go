@@ -194,4 +194,3 @@ func answeredByOtherThan(ctx context.Context, c *kube.Cluster, vip netip.Addr, n
 	}
 	return fmt.Errorf("%s: %s", url, last)
 }
-
