@@ -100,6 +100,12 @@ type Options struct {
 	// says: such a pod's adverts mean two masters. It is called from
 	// the guard's readers and must not block.
 	Heard func(src netip.Addr, version int, interval time.Duration)
+	// Took and Released, when set, get every instance this node's
+	// keepalived became MASTER of, or left MASTER of, with what the wire
+	// said of why. They are called from the guard's loop and must not
+	// block.
+	Took     func(Takeover)
+	Released func(Release)
 }
 
 // probeBatch is how early a probe round may end, so that rounds close
