@@ -8,6 +8,8 @@ import (
 	"image/png"
 	"io"
 	"time"
+
+	"github.com/ipfailover/ipfailover/test/glyph"
 )
 
 // Colours of the timelines.
@@ -88,11 +90,11 @@ func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
 
 	title := fmt.Sprintf("%s: available %.3f%%, down %s in %d outages, on two nodes %s, no holder %s",
 		res.VIP, res.Availability*100, fmtDur(res.Down), len(res.Outages), fmtDur(res.Twice), fmtDur(res.NoHolder))
-	drawText(img, 10, 12, title, textScale, ink)
+	glyph.Draw(img, 10, 12, title, textScale, ink)
 
 	y := 50
 	row := func(label string) {
-		drawText(img, 10, y+(rowHeight-glyphH*textScale)/2, label, textScale, ink)
+		glyph.Draw(img, 10, y+(rowHeight-glyph.H*textScale)/2, label, textScale, ink)
 		bar(y, rowHeight, whole, faint, 0)
 	}
 	for ni, n := range d.Nodes {
@@ -145,14 +147,14 @@ func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
 	}
 	y += rowHeight + rowGap + 10
 
-	drawText(img, 10, y+2, "faults", textScale, ink)
+	glyph.Draw(img, 10, y+2, "faults", textScale, ink)
 	for i, r := range d.Records {
 		ly := y + lanes[i]*(laneHeight+2)
 		iv := Interval{r.Began, r.Recovered}
 		bar(ly, laneHeight, iv, kindColour(r.Kind), 3)
 		label := fmt.Sprintf("%d %s", r.Index, shortKind(r.Kind))
-		if xOf(r.Recovered)-xOf(r.Began) > textWidth(label, 1)+4 {
-			drawText(img, xOf(r.Began)+2, ly+(laneHeight-glyphH)/2, label, 1, ink)
+		if xOf(r.Recovered)-xOf(r.Began) > glyph.Width(label, 1)+4 {
+			glyph.Draw(img, xOf(r.Began)+2, ly+(laneHeight-glyph.H)/2, label, 1, ink)
 		}
 	}
 	y += nLanes*(laneHeight+2) + 10
@@ -163,7 +165,7 @@ func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
 		x := xOf(d.Start.Add(t))
 		draw.Draw(img, image.Rect(x, 50, x+1, y), &image.Uniform{grid}, image.Point{}, draw.Over)
 		label := fmt.Sprintf("%ds", int(t.Seconds()))
-		drawText(img, x-textWidth(label, textScale)/2, y+4, label, textScale, ink)
+		glyph.Draw(img, x-glyph.Width(label, textScale)/2, y+4, label, textScale, ink)
 	}
 	y += 40
 
@@ -178,12 +180,12 @@ func DrawTimeline(w io.Writer, d *Data, a *Analysis, vi int) error {
 			continue
 		}
 		label := string(k)
-		wdt := 22 + textWidth(label, textScale) + 20
+		wdt := 22 + glyph.Width(label, textScale) + 20
 		if x+wdt > picWidth {
 			x, y = 10, y+24
 		}
 		draw.Draw(img, image.Rect(x, y, x+16, y+16), &image.Uniform{kindColour(k)}, image.Point{}, draw.Src)
-		drawText(img, x+22, y+1, label, textScale, ink)
+		glyph.Draw(img, x+22, y+1, label, textScale, ink)
 		x += wdt
 	}
 	return png.Encode(w, img)

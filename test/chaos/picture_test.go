@@ -5,6 +5,8 @@ import (
 	"image/png"
 	"testing"
 	"time"
+
+	"github.com/ipfailover/ipfailover/test/glyph"
 )
 
 func TestDrawTimeline(t *testing.T) {
@@ -50,7 +52,7 @@ func TestGlyphs(t *testing.T) {
 		text += string(k) + shortKind(k)
 	}
 	for _, r := range text {
-		if _, ok := glyphs[r]; !ok && r != ' ' {
+		if !glyph.Has(r) {
 			t.Errorf("no glyph for %q", r)
 		}
 	}

@@ -1,13 +1,17 @@
-package chaos
+// Package glyph is a 5×7 bitmap font for the PNG pictures the harness
+// draws (make chaos's timelines, the dashboard's picture): no font files,
+// the same pixels on every machine.
+package glyph
 
 import (
 	"image"
 	"image/color"
 	"strings"
+	"unicode"
 )
 
-// glyphs is a 5×7 bitmap font of digits, lower-case letters and the
-// punctuation the timelines print: each row's five pixels are the low
+// glyphs are digits, lower-case letters and the punctuation the pictures
+// print: each row's five pixels are the low
 // five bits, the leftmost the highest. Upper case prints as lower case;
 // a character it lacks prints as a space.
 var glyphs = map[rune][7]uint8{
@@ -61,25 +65,35 @@ var glyphs = map[rune][7]uint8{
 	',': {0x00, 0x00, 0x00, 0x00, 0x0c, 0x04, 0x08},
 	'>': {0x08, 0x04, 0x02, 0x01, 0x02, 0x04, 0x08},
 	'<': {0x02, 0x04, 0x08, 0x10, 0x08, 0x04, 0x02},
+	'[': {0x0e, 0x08, 0x08, 0x08, 0x08, 0x08, 0x0e},
+	']': {0x0e, 0x02, 0x02, 0x02, 0x02, 0x02, 0x0e},
+	'*': {0x00, 0x04, 0x15, 0x0e, 0x15, 0x04, 0x00},
 }
 
-// glyphW and glyphH are a glyph's size; text advances glyphW+1 per
-// character, times the scale.
-const glyphW, glyphH = 5, 7
+// W and H are a glyph's size; text advances W+1 per character, times the
+// scale.
+const W, H = 5, 7
 
-// textWidth is how wide s prints at scale.
-func textWidth(s string, scale int) int {
-	return len([]rune(s)) * (glyphW + 1) * scale
+// Has reports whether r prints as itself (upper case as lower case); a
+// space prints as nothing.
+func Has(r rune) bool {
+	_, ok := glyphs[unicode.ToLower(r)]
+	return ok || r == ' '
 }
 
-// drawText prints s with its top left corner at (x, y), each font pixel a
+// Width is how wide s prints at scale.
+func Width(s string, scale int) int {
+	return len([]rune(s)) * (W + 1) * scale
+}
+
+// Draw prints s with its top left corner at (x, y), each font pixel a
 // scale × scale square.
-func drawText(img *image.RGBA, x, y int, s string, scale int, c color.Color) {
+func Draw(img *image.RGBA, x, y int, s string, scale int, c color.Color) {
 	for _, r := range strings.ToLower(s) {
 		g := glyphs[r]
-		for row := range glyphH {
-			for col := range glyphW {
-				if g[row]&(1<<(glyphW-1-col)) == 0 {
+		for row := range H {
+			for col := range W {
+				if g[row]&(1<<(W-1-col)) == 0 {
 					continue
 				}
 				for dy := range scale {
@@ -89,6 +103,6 @@ func drawText(img *image.RGBA, x, y int, s string, scale int, c color.Color) {
 				}
 			}
 		}
-		x += (glyphW + 1) * scale
+		x += (W + 1) * scale
 	}
 }
