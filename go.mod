@@ -6,6 +6,7 @@ require (
 	github.com/coreos/go-iptables v0.8.0
 	github.com/google/go-cmp v0.7.0
 	github.com/gopacket/gopacket v1.7.7
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/mdlayher/packet v1.2.0
 	github.com/prometheus/client_golang v1.25.0
