@@ -21,18 +21,21 @@ TARGET ?= lab
 GOLANGCI_LINT_VERSION := v2.15.0
 DEADCODE_VERSION      := v0.52.0
 # promtool tests the alert rules (deploy/components/alerts); the Prometheus
-# module's v0.316.0 is Prometheus 3.16.0. A fresh machine spends a few
-# minutes building it once; remove_all_sd leaves out the service discovery
-# plugins, which rule tests do not use (and whose modules are large).
-PROMTOOL_VERSION      := v0.316.0
+# server, of the same release, runs the dashboard's queries on a lab fleet
+# (test/dashboard). The Prometheus module's v0.316.0 is Prometheus 3.16.0.
+# A fresh machine spends a few minutes building each once; remove_all_sd
+# leaves out the service discovery plugins, which neither uses (the lab's
+# targets are static, and their modules are large).
+PROMETHEUS_VERSION    := v0.316.0
 TOOLS         := $(shell $(GO) env GOPATH)/pkg/ipfailover-tools
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 DEADCODE      := $(TOOLS)/deadcode-$(DEADCODE_VERSION)/deadcode
-PROMTOOL      := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
+PROMTOOL      := $(TOOLS)/promtool-$(PROMETHEUS_VERSION)/promtool
+PROMETHEUS    := $(TOOLS)/prometheus-$(PROMETHEUS_VERSION)/prometheus
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/ipfailover)$$
 
-.PHONY: all build deps test e2e demo bench chaos perf-docs reference fuzz lint image image-test old-image clean kube-deps kube-bins kube-up kube-down kube-test
+.PHONY: all build deps test e2e demo bench chaos perf-docs reference dashboard fuzz lint image image-test old-image clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -46,15 +49,16 @@ deps:
 	./scripts/install-deps.sh
 
 # test runs every test: unit, golden (checked by the real keepalived),
-# root-only tests in network namespaces, the end-to-end failover suite, and
-# the alert rules' promtool tests. The product's packages (UNIT_PKGS) run
-# under the race detector (cgo: gcc, which deps installs); the harness's
-# suites, which drive real processes, run without it.
+# root-only tests in network namespaces, the end-to-end failover suite, the
+# alert rules' promtool tests, and the dashboard's queries on a real
+# Prometheus. The product's packages (UNIT_PKGS) run under the race detector
+# (cgo: gcc, which deps installs); the harness's suites, which drive real
+# processes, run without it.
 UNIT_PKGS := ./cmd/ipfailover/... ./config/... ./iptables/... ./internal/...
-test: deps $(PROMTOOL)
+test: deps $(PROMTOOL) $(PROMETHEUS)
 	$(GO) vet ./...
 	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -race -timeout 15m $(UNIT_PKGS)
-	PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -E '/ipfailover/(cmd/ipfailover|config|iptables|internal)(/|$$)')
+	PROMTOOL=$(PROMTOOL) PROMETHEUS=$(PROMETHEUS) $(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -E '/ipfailover/(cmd/ipfailover|config|iptables|internal)(/|$$)')
 
 e2e: deps
 	$(GO) test -count=1 -timeout 15m -v ./test/e2e/...
@@ -81,6 +85,11 @@ chaos: deps $(if $(filter kube,$(TARGET)),kube-bins image)
 # code and the alert rules; make test fails while they differ.
 reference:
 	$(GO) test -count=1 ./config ./internal/metrics ./deploy -run '^Test(Settings|Metrics|Alerts)Reference$$' -update
+
+# dashboard rewrites deploy/components/dashboard/ipfailover.json from its
+# generator (test/dashboard); make test fails while they differ.
+dashboard:
+	$(GO) test -count=1 ./test/dashboard -run '^TestDashboardJSON$$' -update
 
 # perf-docs writes docs/performance/results.md from the last runs' outputs:
 # make bench's table (BENCH_MD) and make chaos's reports (CHAOS_REPORTS),
@@ -134,7 +143,10 @@ $(DEADCODE):
 	GOBIN=$(dir $@) $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
 
 $(PROMTOOL):
-	GOBIN=$(dir $@) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	GOBIN=$(dir $@) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
+
+$(PROMETHEUS):
+	GOBIN=$(dir $@) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
 
 image:
 	./scripts/install-deps.sh image

@@ -51,6 +51,8 @@ var resolved = map[string]struct {
 	"test/bench/flood.go: r.o.FloodBaseline":                                {nil, "another ipfailover binary the flood rows compare (-flood-baseline)"},
 	"test/bench/flood.go: r.o.Flooder":                                      {nil, "test/cmd/bench's own executable (the flooding client)"},
 	"test/e2e/fleet_test.go: ipfailoverBin":                                 {nil, "the ipfailover binary the suite builds"},
+	"test/dashboard/fleet_test.go: prometheusBinary(…)":                     {[]string{"prometheus"}, "PROMETHEUS, which make test sets, or prometheus on PATH"},
+	"test/dashboard/fleet_test.go: r.bin":                                   {nil, "the ipfailover binary the test builds"},
 	"test/e2e/harness_test.go: httpdBin":                                    {nil, "the suite's HTTP service binary"},
 	"test/e2e/harness_test.go: ipfailoverBin":                               {nil, "the ipfailover binary the suite builds"},
 	"scripts/deps_test.go: r.program":                                       {nil, "the programs of deps.txt, looked up for dpkg"},
