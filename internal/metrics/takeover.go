@@ -24,8 +24,8 @@ var takeoverBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
 func NewTakeoverMetrics() *TakeoverMetrics {
 	m := &TakeoverMetrics{
 		took: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "ipfailover_takeover_seconds",
-			Help: "Time from the last advert this node heard from an instance's previous master to this node's MASTER transition (stage master) and to its first announcement of the VIPs, a gratuitous ARP or unsolicited neighbour advertisement (stage announced), by cause: silent (the master fell silent: dead, frozen, cut off), handover (it said goodbye with priority 0: stopped, or its check failed), preemption (this node took it back). A client's outage is about the announced stage.",
+			Name:    "ipfailover_takeover_seconds",
+			Help:    "Time from the last advert this node heard from an instance's previous master to this node's MASTER transition (stage master) and to its first announcement of the VIPs, a gratuitous ARP or unsolicited neighbour advertisement (stage announced), by cause: silent (the master fell silent: dead, frozen, cut off), handover (it said goodbye with priority 0: stopped, or its check failed), preemption (this node took it back). A client's outage is about the announced stage.",
 			Buckets: takeoverBuckets,
 		}, []string{"cause", "stage"}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{

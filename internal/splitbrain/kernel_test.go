@@ -600,7 +600,9 @@ func TestKernelTakeovers(t *testing.T) {
 	})
 	p.joinVRRP(t)
 	instance := "OpenShift_IPFailover_VIP_1"
-	note := func(state keepalived.State) { g.notes <- keepalived.Notification{Instance: instance, State: state, Priority: 100} }
+	note := func(state keepalived.State) {
+		g.notes <- keepalived.Notification{Instance: instance, State: state, Priority: 100}
+	}
 	heard := func() bool {
 		a, ok := g.clock.get(key{vrid: 11})
 		return ok && a.src.String() == "192.0.2.12" && a.priority == 254 && time.Since(a.at) < 300*time.Millisecond
