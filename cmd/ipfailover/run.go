@@ -126,7 +126,8 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		bridge = relay.New(relay.Options{Plan: p, Keepalived: sup, Logger: log})
 		bridge.SetListeners(bridgeListeners(cfg, p.Fleet))
 	}
-	guardOpts := splitbrain.Options{Plan: p, Host: nl, Keepalived: sup, Logger: log}
+	takeovers := metrics.NewTakeoverMetrics()
+	guardOpts := splitbrain.Options{Plan: p, Host: nl, Keepalived: sup, Logger: log, Took: takeovers.Took, Released: takeovers.Released}
 	if bridge != nil {
 		guardOpts.Notified = bridge.Note
 	}
@@ -153,6 +154,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		SplitBrain:       guard,
 		Version:          version,
 		Check:            chk.metricsOrNil(),
+		Takeovers:        takeovers,
 		Components:       group.Health,
 		AddrWatch:        nl,
 		Logger:           log,

@@ -57,6 +57,17 @@ var referenceSections = []referenceSection{
 		collector: func(o Options) prometheus.Collector { return o.Check },
 	},
 	{
+		title: "Takeovers",
+		when:  "Served always: the VIP groups this node takes and gives up, as the split-brain guard tells them ([monitoring](../monitoring.md#takeovers)).",
+		option: func(o *Options) {
+			o.Takeovers = NewTakeoverMetrics()
+			at := time.Unix(1700000000, 0)
+			o.Takeovers.Took(splitbrain.Takeover{Instance: "X_VIP_1", At: at, Cause: splitbrain.CauseSilent, LastAdvert: at.Add(-600 * time.Millisecond), Announced: at.Add(time.Millisecond)})
+			o.Takeovers.Released(splitbrain.Release{Instance: "X_VIP_1", At: at, Cause: splitbrain.ReleaseStop})
+		},
+		collector: func(o Options) prometheus.Collector { return o.Takeovers },
+	},
+	{
 		title: "Split brain",
 		when:  "Served always: the split-brain guard runs on every node.",
 		option: func(o *Options) {

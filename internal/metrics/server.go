@@ -59,6 +59,8 @@ type Options struct {
 
 	// Check, when set, serves the built-in check's series.
 	Check *CheckMetrics
+	// Takeovers, when set, serves the VIPs this node took and gave up.
+	Takeovers *TakeoverMetrics
 
 	// Membership, when set, serves the unicast peers found in the cluster.
 	Membership Membership
@@ -138,6 +140,11 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("registering the collector: %w", err)
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.Takeovers != nil {
+		if err := reg.Register(safe(o.Takeovers)); err != nil {
+			return nil, err
+		}
+	}
 	if o.Check != nil {
 		if err := reg.Register(safe(o.Check)); err != nil {
 			return nil, fmt.Errorf("registering the check's metrics: %w", err)

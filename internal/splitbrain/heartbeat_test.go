@@ -1,6 +1,7 @@
 package splitbrain
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -105,5 +106,76 @@ func TestGuardHeartbeats(t *testing.T) {
 	})
 	if f := gt.g.Snapshot().Foreign; len(f) != 0 {
 		t.Errorf("a heartbeat counted as foreign: %+v", f)
+	}
+}
+
+// TestTakeoverCauses: what the last advert of another node says of a
+// takeover, and what keepalived's next state says of a release; a takeover
+// is told once announced, or announceWait after it.
+func TestTakeoverCauses(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	v3 := func(priority byte) []byte { return []byte{0x31, 11, priority, 1, 0, 20, 0, 0, 192, 0, 2, 100} }
+	peer := netip.MustParseAddr("192.0.2.12")
+	for _, tt := range []struct {
+		name   string
+		advert []byte // nil: none heard
+		since  time.Duration
+		want   string
+	}{
+		{"nobody heard", nil, 0, CauseStart},
+		{"a goodbye", v3(0), 50 * time.Millisecond, CauseHandover},
+		{"silent for the master-down interval", v3(200), 600 * time.Millisecond, CauseSilent},
+		{"still heard", v3(200), 100 * time.Millisecond, CausePreemption},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newAdvertClock()
+			var got []Takeover
+			tk := newTakeovers(clock, func(x Takeover) { got = append(got, x) }, nil)
+			tk.replan(map[string]key{"X": {vrid: 11}}, map[string][]netip.Addr{"X": {netip.MustParseAddr("192.0.2.100")}}, map[string]int{"X": 100})
+			tk.restart(t0)
+			tk.note(t0, "X", "BACKUP")
+			at := t0.Add(time.Second)
+			if tt.advert != nil {
+				clock.heard(tt.advert, peer, false, at.Add(-tt.since))
+			}
+			tk.note(at, "X", "MASTER")
+			if n, ok := tk.next(); !ok || !n.Equal(at.Add(announceWait)) {
+				t.Errorf("next %v, %v; want the announcement's deadline", n, ok)
+			}
+			tk.due(at.Add(announceWait - time.Millisecond))
+			if len(got) != 0 {
+				t.Fatalf("told before its deadline: %+v", got)
+			}
+			tk.due(at.Add(announceWait))
+			if len(got) != 1 || got[0].Cause != tt.want || !got[0].Announced.IsZero() {
+				t.Fatalf("told %+v, want one, %s, not announced", got, tt.want)
+			}
+		})
+	}
+	// Released: to FAULT, to STOP, to BACKUP for a higher priority.
+	clock := newAdvertClock()
+	var rel []Release
+	tk := newTakeovers(clock, nil, func(r Release) { rel = append(rel, r) })
+	tk.replan(map[string]key{"X": {vrid: 11}}, nil, map[string]int{"X": 100})
+	for _, s := range []string{"MASTER", "FAULT", "MASTER", "STOP", "MASTER"} {
+		tk.note(t0, "X", s)
+	}
+	clock.heard(v3(200), peer, false, t0)
+	tk.note(t0, "X", "BACKUP")
+	var causes []string
+	for _, r := range rel {
+		causes = append(causes, r.Cause+" "+r.To.String())
+	}
+	if want := "[fault invalid IP stop invalid IP higher-priority 192.0.2.12]"; fmt.Sprint(causes) != want {
+		t.Errorf("releases %v, want %s", causes, want)
+	}
+	// An announcement ends the wait.
+	var got []Takeover
+	tk = newTakeovers(newAdvertClock(), func(x Takeover) { got = append(got, x) }, nil)
+	tk.replan(map[string]key{"X": {vrid: 11}}, nil, nil)
+	tk.note(t0, "X", "MASTER")
+	tk.announced("X", t0.Add(-10*time.Millisecond))
+	if len(got) != 1 || !got[0].Announced.Equal(t0.Add(-10*time.Millisecond)) {
+		t.Errorf("told %+v, want one announced 10 ms before keepalived's line", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host"
+	"github.com/ipfailover/ipfailover/internal/keepalived"
 	"github.com/ipfailover/ipfailover/test/lab"
 	"github.com/ipfailover/ipfailover/test/nstest"
 	"github.com/ipfailover/ipfailover/test/syncbuf"
@@ -86,6 +88,12 @@ func run(t *testing.T, argv ...string) {
 // there, and returns it with its log.
 func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *syncbuf.Buffer) {
 	t.Helper()
+	return p.guardWith(t, raw, Options{})
+}
+
+// guardWith is guard with o's callbacks.
+func (p *pair) guardWith(t *testing.T, raw config.Raw, o Options) (*Guard, *syncbuf.Buffer) {
+	t.Helper()
 	pl := testPlan(t, raw)
 	ifi, err := p.nl.Interface("eth0")
 	if err != nil {
@@ -94,7 +102,7 @@ func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *syncbuf.Buffer) {
 	var socks sockets
 	if err := lab.InNetns(p.node, func() error {
 		var errs []error
-		socks, errs = openSockets(&ifi, expectations(pl))
+		socks, errs = openSockets(&ifi, expectations(pl), o.Took != nil)
 		if len(errs) > 0 {
 			return fmt.Errorf("%v", errs)
 		}
@@ -103,7 +111,8 @@ func (p *pair) guard(t *testing.T, raw config.Raw) (*Guard, *syncbuf.Buffer) {
 		t.Fatal(err)
 	}
 	logs := &syncbuf.Buffer{}
-	g, err := newGuard(Options{Plan: pl, Host: p.nl, Keepalived: &fakeKeepalived{}, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+	o.Plan, o.Host, o.Keepalived, o.Logger = pl, p.nl, &fakeKeepalived{}, slog.New(slog.NewTextHandler(logs, nil))
+	g, err := newGuard(o,
 		&ifi, nil, socks, timing{probe: 200 * time.Millisecond, confirm: 100 * time.Millisecond, grace: time.Second, relist: time.Second,
 			contest: 200 * time.Millisecond, spacing: time.Second})
 	if err != nil {
@@ -437,7 +446,7 @@ func TestKernelAnnounces(t *testing.T) {
 			return err
 		}
 		var errs []error
-		socks, errs = openSockets(ifi, expectations(testPlan(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})))
+		socks, errs = openSockets(ifi, expectations(testPlan(t, config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"})), true)
 		if len(errs) > 0 {
 			return fmt.Errorf("%v", errs)
 		}
@@ -521,4 +530,154 @@ func TestKernelProbesLeaveClientsAlone(t *testing.T) {
 	if !strings.Contains(string(out), nodeMAC.String()) {
 		t.Errorf("the client's entry for %s is %q, want this node's MAC %s", v6, strings.TrimSpace(string(out)), nodeMAC)
 	}
+}
+
+// peerKeepalived runs keepalived in the peer with conf until the returned
+// process is stopped (and at the test's end).
+func (p *pair) peerKeepalived(t *testing.T, conf string) *exec.Cmd {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keepalived.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", p.peer, "keepalived", "-n", "-l", "--vrrp", "-f", path,
+		"-p", filepath.Join(dir, "k.pid"), "-r", filepath.Join(dir, "v.pid"), "-c", filepath.Join(dir, "c.pid"))
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("keepalived's output:\n%s", out.String())
+		}
+	})
+	return cmd
+}
+
+// peerMaster is the peer's keepalived: master of this deployment's vrid
+// 11 (192.0.2.100, no password: VRRPv3 every 0.2 s), above this node's
+// priority.
+const peerMaster = `global_defs {
+   router_id peer
+   vrrp_version 3
+}
+vrrp_instance VI {
+   interface eth0
+   state MASTER
+   virtual_router_id 11
+   priority 254
+   advert_int 0.2
+   virtual_ipaddress {
+      192.0.2.100 dev eth0
+   }
+}
+`
+
+// TestKernelTakeovers: the real kernel and a real keepalived in the peer.
+// The guard's clock hears the peer's adverts; this node's keepalived
+// (its notify lines, fed by hand) takes the instance after the peer was
+// killed (silent) and after the peer stopped (a priority-0 hand-over), and
+// leaves it to the peer coming back (a higher priority); each takeover is
+// told with its previous master, its last advert and this node's
+// announcement, which goes out of this node for real (here the test's, or
+// the guard's own as it puts the VIP of a MASTER back: no keepalived runs
+// in the node).
+func TestKernelTakeovers(t *testing.T) {
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("needs keepalived")
+	}
+	p := newPair(t)
+	var mu sync.Mutex
+	var took []Takeover
+	var released []Release
+	g, _ := p.guardWith(t, config.Raw{VirtualIPs: "192.0.2.100", Offset: "10", MonitorPort: "0", AdvertInterval: "0.2"}, Options{
+		Took:     func(x Takeover) { mu.Lock(); took = append(took, x); mu.Unlock() },
+		Released: func(x Release) { mu.Lock(); released = append(released, x); mu.Unlock() },
+	})
+	p.joinVRRP(t)
+	instance := "OpenShift_IPFailover_VIP_1"
+	note := func(state keepalived.State) {
+		g.notes <- keepalived.Notification{Instance: instance, State: state, Priority: 100}
+	}
+	heard := func() bool {
+		a, ok := g.clock.get(key{vrid: 11})
+		return ok && a.src.String() == "192.0.2.12" && a.priority == 254 && time.Since(a.at) < 300*time.Millisecond
+	}
+	announce := func() {
+		t.Helper()
+		frame, err := arpAnnouncement(p.nodeMAC(t), netip.MustParseAddr("192.0.2.100"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ifi, err := p.nl.Interface("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lab.InNetns(p.node, func() error {
+			c, err := packet.Listen(&ifi, packet.Raw, 0, nil)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.WriteTo(frame, &packet.Addr{HardwareAddr: broadcastMAC})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastTook := func(n int) Takeover {
+		t.Helper()
+		waitUntil(t, fmt.Sprintf("takeover %d", n), func() bool { mu.Lock(); defer mu.Unlock(); return len(took) >= n })
+		mu.Lock()
+		defer mu.Unlock()
+		return took[n-1]
+	}
+
+	peer := p.peerKeepalived(t, peerMaster)
+	waitUntil(t, "the peer's adverts", heard)
+	note(keepalived.StateNameBackup)
+	// The peer dies, every process of it at once: silent.
+	run(t, "sh", "-c", "ip netns pids "+p.peer+" | xargs -r kill -9")
+	_ = peer.Wait()
+	time.Sleep(700 * time.Millisecond)
+	note(keepalived.StateNameMaster)
+	announce()
+	to := lastTook(1)
+	if to.Cause != CauseSilent || to.From.String() != "192.0.2.12" || to.Announced.IsZero() || to.At.Sub(to.LastAdvert) < 600*time.Millisecond {
+		t.Errorf("after the peer died: %+v, want silent from 192.0.2.12, announced, 0.7 s after its last advert", to)
+	}
+	t.Logf("silent: master %s and announced %s after the last advert", to.At.Sub(to.LastAdvert), to.Announced.Sub(to.LastAdvert))
+
+	// The peer comes back with a higher priority: this node gives way.
+	peer = p.peerKeepalived(t, peerMaster)
+	waitUntil(t, "the peer's adverts again", heard)
+	note(keepalived.StateNameBackup)
+	waitUntil(t, "the release", func() bool { mu.Lock(); defer mu.Unlock(); return len(released) == 1 })
+	mu.Lock()
+	if r := released[0]; r.Cause != ReleaseHigherPriority || r.To.String() != "192.0.2.12" {
+		t.Errorf("release %+v, want to the peer's higher priority", r)
+	}
+	mu.Unlock()
+	// The peer stops: its priority-0 advert, a hand-over.
+	_ = peer.Process.Signal(os.Interrupt)
+	_ = peer.Wait()
+	note(keepalived.StateNameMaster)
+	to = lastTook(2)
+	if to.Cause != CauseHandover || to.From.String() != "192.0.2.12" {
+		t.Errorf("after the peer stopped: %+v, want a hand-over from 192.0.2.12", to)
+	}
+}
+
+// nodeMAC is the node's eth0 address.
+func (p *pair) nodeMAC(t *testing.T) net.HardwareAddr {
+	t.Helper()
+	ifi, err := p.nl.Interface("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ifi.HardwareAddr
 }

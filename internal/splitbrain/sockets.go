@@ -44,11 +44,20 @@ type sockets struct {
 	// advert this node's IP stack accepts on the interface, which is what
 	// keepalived sees.
 	vrrp4, vrrp6 conn
+	// clock4 and clock6 are raw IP sockets for protocol 112 that keep
+	// every advert for this deployment's router ids: the takeovers'
+	// clock (advertClock). Open only when takeovers are told.
+	clock4, clock6 conn
+	// announce is an AF_PACKET socket that keeps this node's own
+	// announcements going out (gratuitous ARPs, unsolicited neighbour
+	// advertisements): when a takeover reached the clients. Open only
+	// when takeovers are told.
+	announce conn
 }
 
 func (s sockets) all() []conn {
 	var out []conn
-	for _, c := range []conn{s.arp, s.nsOut, s.naIn, s.vrrp4, s.vrrp6} {
+	for _, c := range []conn{s.arp, s.nsOut, s.naIn, s.vrrp4, s.vrrp6, s.clock4, s.clock6, s.announce} {
 		if c != nil {
 			out = append(out, c)
 		}
@@ -65,7 +74,7 @@ func (s sockets) close() {
 // openSockets opens the sockets for the families of expect's router ids on
 // ifi. Each one that fails is left nil and its error returned, naming what
 // it was for, so that the rest still works.
-func openSockets(ifi *net.Interface, expect map[key]expectation) (sockets, []error) {
+func openSockets(ifi *net.Interface, expect map[key]expectation, takeovers bool) (sockets, []error) {
 	var (
 		s      sockets
 		errs   []error
@@ -97,7 +106,125 @@ func openSockets(ifi *net.Interface, expect map[key]expectation) (sockets, []err
 			fail("raw VRRP socket for foreign IPv6 speakers", err)
 		}
 	}
+	if takeovers {
+		if v4 {
+			if s.clock4, err = listenClock(ifi, expect, false); err != nil {
+				fail("raw VRRP socket for the takeovers' clock", err)
+			}
+		}
+		if v6 {
+			if s.clock6, err = listenClock(ifi, expect, true); err != nil {
+				fail("raw VRRPv6 socket for the takeovers' clock", err)
+			}
+		}
+		if s.announce, err = listenPacket(ifi, unix.ETH_P_ALL, mustAssemble(announceProgram)); err != nil {
+			fail("packet socket for this node's announcements", err)
+		}
+	}
 	return s, errs
+}
+
+// listenClock opens a raw VRRP socket on ifi that keeps the adverts for
+// expect's router ids of one family (clockProgram).
+func listenClock(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn, error) {
+	network, address := "ip4:112", "0.0.0.0"
+	if v6 {
+		network, address = "ip6:112", "::"
+	}
+	c, err := listenIP(ifi, network, address)
+	if err != nil {
+		return nil, err
+	}
+	if err := setClockFilter(c, expect, v6); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// setClockFilter attaches clockProgram to a clock socket.
+func setClockFilter(c net.PacketConn, expect map[key]expectation, v6 bool) error {
+	raw, err := bpf.Assemble(clockProgram(expect, v6))
+	if err == nil {
+		if v6 {
+			err = ipv6.NewPacketConn(c).SetBPF(raw)
+		} else {
+			err = ipv4.NewPacketConn(c).SetBPF(raw)
+		}
+	}
+	if err != nil {
+		return errors.Join(errors.New("attaching the clock's filter"), err)
+	}
+	return nil
+}
+
+// clockProgram keeps the adverts for one of expect's router ids of one
+// family, whoever sends them: a member's, the rare foreign one, this
+// node's own (the reader skips them). The filter of a raw IPv4 socket
+// sees the IP header first.
+func clockProgram(expect map[key]expectation, v6 bool) []bpf.Instruction {
+	a := newAsm()
+	if v6 {
+		a.add(bpf.LoadAbsolute{Off: 1, Size: 1})
+	} else {
+		a.add(bpf.LoadMemShift{Off: 0}, bpf.LoadIndirect{Off: 1, Size: 1})
+	}
+	for _, k := range familyKeys(expect, v6) {
+		a.add(bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(k.vrid), SkipTrue: 1})
+		a.jump("accept")
+	}
+	a.add(bpf.RetConstant{Val: 0})
+	a.label("accept")
+	a.add(bpf.RetConstant{Val: acceptLen})
+	return a.done()
+}
+
+// packetOutgoing is the kernel's packet type of a frame this host sends
+// (PACKET_OUTGOING).
+const packetOutgoing = 4
+
+// announceProgram keeps the frames this host sends that announce an
+// address: ARP with the sender address as the target (a gratuitous ARP)
+// and ICMPv6 neighbour advertisements (without IPv6 extension headers, as
+// keepalived sends them).
+var announceProgram = func() []bpf.Instruction {
+	a := newAsm()
+	a.add(bpf.LoadExtension{Num: bpf.ExtType},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: packetOutgoing, SkipTrue: 1})
+	a.jump("drop")
+	a.add(bpf.LoadAbsolute{Off: 12, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ethTypeARP, SkipTrue: 1})
+	a.jump("arp")
+	a.add(bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ethTypeIPv6, SkipTrue: 1})
+	a.jump("ipv6")
+	a.jump("drop")
+	a.label("arp")
+	a.add(bpf.LoadAbsolute{Off: 14 + 24, Size: 4}, bpf.TAX{}, bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
+		bpf.JumpIfX{Cond: bpf.JumpNotEqual, SkipTrue: 1})
+	a.jump("accept")
+	a.jump("drop")
+	a.label("ipv6")
+	a.add(bpf.LoadAbsolute{Off: 14 + 6, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 58, SkipTrue: 3},
+		bpf.LoadAbsolute{Off: 14 + 40, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpv6NA, SkipTrue: 1})
+	a.jump("accept")
+	a.label("drop")
+	a.add(bpf.RetConstant{Val: 0})
+	a.label("accept")
+	a.add(bpf.RetConstant{Val: acceptLen})
+	return a.done()
+}()
+
+// announcedAddr is the address a frame announceProgram kept announces.
+func announcedAddr(frame []byte) (netip.Addr, bool) {
+	switch {
+	case len(frame) >= ethHeaderLen+arpLen && binary.BigEndian.Uint16(frame[12:14]) == ethTypeARP:
+		return netip.AddrFrom4([4]byte(frame[14+14 : 14+18])), true
+	case len(frame) >= 14+40+8+16 && binary.BigEndian.Uint16(frame[12:14]) == ethTypeIPv6 && frame[14+6] == 58 && frame[14+40] == icmpv6NA:
+		return netip.AddrFrom16([16]byte(frame[14+40+8 : 14+40+8+16])), true
+	}
+	return netip.Addr{}, false
 }
 
 // listenPacket opens an AF_PACKET socket on ifi for protocol (0: none,

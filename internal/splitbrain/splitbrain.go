@@ -180,8 +180,15 @@ type Guard struct {
 
 	claims chan claim
 	notes  chan keepalived.Notification
+	// announces are this node's announcements (announceProgram), by
+	// instance, for the takeovers.
+	announces chan announcement
+
+	// clock is the takeovers' last adverts, which its readers write.
+	clock *advertClock
 
 	// Owned by Run's loop.
+	takeovers *takeovers
 	dup       *duplicates
 	ownership *ownership
 	contest   *contests
@@ -266,7 +273,7 @@ func Open(o Options) (*Guard, error) {
 	} else {
 		notify = f
 	}
-	socks, errs := openSockets(&ifi, expectations(o.Plan))
+	socks, errs := openSockets(&ifi, expectations(o.Plan), o.Took != nil || o.Released != nil)
 	for _, err := range errs {
 		log.Warn("split-brain detection works without this socket", "error", err)
 	}
@@ -306,6 +313,8 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		timing:        t,
 		log:           log,
 		claims:        make(chan claim, 256),
+		announces:     make(chan announcement, 64),
+		clock:         newAdvertClock(),
 		notes:         make(chan keepalived.Notification, 256),
 		dup:           newDuplicates(t),
 		contest:       newContests(t),
@@ -350,7 +359,27 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 	}
 	g.ownership = newOwnership(t.grace, t.mend, g.instance)
 	g.setHeartbeats(o.Plan, time.Now())
+	g.takeovers = newTakeovers(g.clock, o.Took, o.Released)
+	g.takeovers.replan(instancesOf(o.Plan))
 	return g, nil
+}
+
+// instancesOf is what the takeovers need of p's instances: each one's
+// router id, VIPs and this node's priority.
+func instancesOf(p *plan.Plan) (keys map[string]key, vips map[string][]netip.Addr, priority map[string]int) {
+	keys, vips, priority = map[string]key{}, map[string][]netip.Addr{}, map[string]int{}
+	for _, in := range p.Instances {
+		keys[in.Name] = key{v6: in.Is6(), vrid: int(in.RouterID)}
+		vips[in.Name] = in.VIPs
+		priority[in.Name] = in.Priority
+	}
+	return keys, vips, priority
+}
+
+// announcement is this node announcing a VIP of an instance.
+type announcement struct {
+	instance string
+	at       time.Time
 }
 
 // setHeartbeats takes p's peers: keepalived's unicast peers get this
@@ -401,6 +430,7 @@ func (g *Guard) Replan(p *plan.Plan) {
 	g.expect = e
 	g.expectMu.Unlock()
 	g.setHeartbeats(p, now)
+	g.takeovers.replan(instancesOf(p))
 	for _, s := range []struct {
 		c  conn
 		v6 bool
@@ -500,6 +530,15 @@ func (g *Guard) Run(ctx context.Context) error {
 	if g.socks.vrrp6 != nil {
 		goSafe("the VRRPv6 reader", func() { g.readAdverts(ctx, g.socks.vrrp6, true) })
 	}
+	if g.socks.clock4 != nil {
+		goSafe("the takeovers' clock", func() { g.readClock(ctx, g.socks.clock4, false) })
+	}
+	if g.socks.clock6 != nil {
+		goSafe("the takeovers' IPv6 clock", func() { g.readClock(ctx, g.socks.clock6, true) })
+	}
+	if g.socks.announce != nil {
+		goSafe("the announcements reader", func() { g.readAnnouncements(ctx) })
+	}
 	if g.notify != nil {
 		goSafe("the notify FIFO reader", func() { g.readNotifications(ctx) })
 	}
@@ -533,6 +572,8 @@ func (g *Guard) Run(ctx context.Context) error {
 			g.claim(time.Now(), c)
 		case n := <-g.notes:
 			g.note(time.Now(), n)
+		case a := <-g.announces:
+			g.takeovers.announced(a.instance, a.at)
 		case <-timer.C:
 			g.step(time.Now())
 		}
@@ -577,7 +618,7 @@ func (g *Guard) changed(now time.Time) {
 // listing held back, is due.
 func (g *Guard) next() (time.Time, bool) {
 	at := g.relistAt
-	for _, next := range []func() (time.Time, bool){g.dup.next, g.ownership.next, g.contest.next} {
+	for _, next := range []func() (time.Time, bool){g.dup.next, g.ownership.next, g.contest.next, g.takeovers.next} {
 		if t, ok := next(); ok && (at.IsZero() || t.Before(at)) {
 			at = t
 		}
@@ -591,6 +632,10 @@ func (g *Guard) next() (time.Time, bool) {
 func (g *Guard) note(now time.Time, n keepalived.Notification) {
 	g.checkRestart(now)
 	g.ownership.notify(now, n)
+	switch n.State {
+	case keepalived.StateNameMaster, keepalived.StateNameBackup, keepalived.StateNameFault, keepalived.StateNameStop:
+		g.takeovers.note(now, n.Instance, string(n.State))
+	}
 }
 
 // checkRestart drops keepalived's word when another keepalived runs (or
@@ -599,6 +644,7 @@ func (g *Guard) note(now time.Time, n keepalived.Notification) {
 func (g *Guard) checkRestart(now time.Time) {
 	if pid := g.keepalived.PID(); pid != g.pid {
 		g.ownership.forget()
+		g.takeovers.restart(now)
 		g.pid = pid
 	}
 	if g.keepalived.Stopping() {
@@ -619,6 +665,7 @@ func (g *Guard) step(now time.Time) {
 		}
 	}
 	g.checkRestart(now)
+	g.takeovers.due(now)
 	if !g.relistAt.IsZero() && !g.relistAt.After(now) {
 		g.relist(now)
 	}
@@ -1116,6 +1163,61 @@ func (g *Guard) heartbeat(now time.Time) {
 		}
 		g.log.Warn("a peer's VRRP does not arrive: IP protocol 112 from it is dropped on the way (a host firewall?); a VIP it holds may be held here too",
 			"peer", p.Addr, "last_heard", last, "hint", "let IP protocol 112 (vrrp) in on every node, e.g. `iptables -I INPUT -p vrrp -j ACCEPT`; `ipfailover status` shows who hears whom")
+	}
+}
+
+// readClock notes every advert of another node for this deployment's
+// router ids, for the takeovers.
+func (g *Guard) readClock(ctx context.Context, c conn, v6 bool) {
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := c.ReadFrom(buf)
+		if err != nil {
+			if !g.readFailed(ctx, "the takeovers' clock", err) {
+				return
+			}
+			continue
+		}
+		ipa, ok := from.(*net.IPAddr)
+		if !ok {
+			continue
+		}
+		src, ok := netip.AddrFromSlice(ipa.IP)
+		if !ok {
+			continue
+		}
+		src = src.Unmap()
+		g.ownMu.RLock()
+		mine := g.own[src]
+		g.ownMu.RUnlock()
+		if !mine {
+			g.clock.heard(buf[:n], src, v6, time.Now())
+		}
+	}
+}
+
+// readAnnouncements passes this node's announcements of its VIPs to the
+// loop, without waiting: one that finds the loop's queue full is not
+// timed.
+func (g *Guard) readAnnouncements(ctx context.Context) {
+	buf := make([]byte, 1500)
+	for {
+		n, _, err := g.socks.announce.ReadFrom(buf)
+		if err != nil {
+			if !g.readFailed(ctx, "announcements", err) {
+				return
+			}
+			continue
+		}
+		at := time.Now()
+		addr, ok := announcedAddr(buf[:n])
+		if !ok || !g.isVIP[addr] {
+			continue
+		}
+		select {
+		case g.announces <- announcement{instance: g.instance[addr], at: at}:
+		default:
+		}
 	}
 }
 

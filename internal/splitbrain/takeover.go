@@ -1,7 +1,9 @@
 package splitbrain
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"sync"
 	"time"
 )
 
@@ -64,4 +66,190 @@ type Release struct {
 	// To is the source of the higher priority heard (ReleaseHigherPriority),
 	// zero otherwise.
 	To netip.Addr
+}
+
+// lastAdvert is the last advert another node sent for one of this
+// deployment's instances, as the clock socket read it.
+type lastAdvert struct {
+	at       time.Time
+	src      netip.Addr
+	priority int
+	interval time.Duration
+}
+
+// advertClock keeps, per instance, the last advert of another node: what
+// a takeover's cause and time are read from. Its readers write, the loop
+// reads; safe for concurrent use.
+type advertClock struct {
+	mu   sync.Mutex
+	last map[key]lastAdvert
+}
+
+func newAdvertClock() *advertClock { return &advertClock{last: map[key]lastAdvert{}} }
+
+// heard notes an advert; b is as the raw socket delivers it.
+func (c *advertClock) heard(b []byte, src netip.Addr, v6 bool, at time.Time) {
+	if len(b) < 8 {
+		return
+	}
+	version := int(b[0] >> 4)
+	a := lastAdvert{at: at, src: src, priority: int(b[2])}
+	switch version {
+	case 2:
+		a.interval = time.Duration(b[5]) * time.Second
+	case 3:
+		a.interval = time.Duration(binary.BigEndian.Uint16(b[4:6])&0x0fff) * 10 * time.Millisecond
+	default:
+		return
+	}
+	c.mu.Lock()
+	c.last[key{v6: v6, vrid: int(b[1])}] = a
+	c.mu.Unlock()
+}
+
+func (c *advertClock) get(k key) (lastAdvert, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.last[k]
+	return a, ok
+}
+
+// announceWait is how long a takeover waits for this node's first
+// announcement of its VIPs before it is told without one.
+const announceWait = 2 * time.Second
+
+// takeovers follows keepalived's transitions into and out of MASTER and
+// tells them (Options.Took, Options.Released), a takeover once its
+// announcement was seen or announceWait passed. Owned by the guard's
+// loop.
+type takeovers struct {
+	clock *advertClock
+	// mu guards the instances, which Replan changes from another
+	// goroutine.
+	mu       sync.Mutex
+	keys     map[string]key          // by instance
+	vips     map[string][]netip.Addr // by instance
+	priority map[string]int          // this node's, by instance
+	// started is when the keepalived whose lines these are started (its
+	// pid changed): adverts before it are not its takeover's.
+	started time.Time
+	state   map[string]string
+	pending map[string]*Takeover
+	took    func(Takeover)
+	release func(Release)
+}
+
+func newTakeovers(clock *advertClock, took func(Takeover), released func(Release)) *takeovers {
+	return &takeovers{clock: clock, state: map[string]string{}, pending: map[string]*Takeover{}, took: took, release: released}
+}
+
+// replan takes the instances of a plan; safe from any goroutine.
+func (t *takeovers) replan(instances map[string]key, vips map[string][]netip.Addr, priority map[string]int) {
+	t.mu.Lock()
+	t.keys, t.vips, t.priority = instances, vips, priority
+	t.mu.Unlock()
+}
+
+// instance is what the takeovers know of an instance.
+func (t *takeovers) instance(name string) (k key, vips []netip.Addr, priority int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k, ok = t.keys[name]
+	return k, t.vips[name], t.priority[name], ok
+}
+
+// restart forgets what the keepalived before said: a new one starts now.
+func (t *takeovers) restart(now time.Time) {
+	t.started = now
+	clear(t.state)
+	for name := range t.pending {
+		t.flush(name)
+	}
+}
+
+// note takes one of keepalived's state lines, at now.
+func (t *takeovers) note(now time.Time, instance, state string) {
+	k, vips, priority, ok := t.instance(instance)
+	if !ok {
+		return
+	}
+	was := t.state[instance]
+	t.state[instance] = state
+	switch {
+	case state == "MASTER" && was != "MASTER":
+		to := &Takeover{Instance: instance, VIPs: vips, At: now, Cause: CauseStart}
+		if a, ok := t.clock.get(k); ok && !a.at.Before(t.started) {
+			to.From, to.LastAdvert = a.src, a.at
+			switch {
+			case a.priority == 0:
+				to.Cause = CauseHandover
+			case now.Sub(a.at) >= 3*a.interval-a.interval/2:
+				// Silent for (nearly) the master-down interval: dead.
+				to.Cause = CauseSilent
+			default:
+				to.Cause = CausePreemption
+			}
+		}
+		t.pending[instance] = to
+	case was == "MASTER" && state != "MASTER":
+		t.flush(instance)
+		r := Release{Instance: instance, VIPs: vips, At: now, Cause: ReleaseStop}
+		switch state {
+		case "FAULT":
+			r.Cause = ReleaseFault
+		case "BACKUP":
+			r.Cause = ReleaseHigherPriority
+			if a, ok := t.clock.get(k); ok && a.priority > priority {
+				r.To = a.src
+			}
+		}
+		if t.release != nil {
+			t.release(r)
+		}
+	}
+}
+
+// announced takes this node's announcement of vip at at.
+func (t *takeovers) announced(instance string, at time.Time) {
+	if p, ok := t.pending[instance]; ok && !at.Before(p.At.Add(-announceLead)) {
+		p.Announced = at
+		t.flush(instance)
+	}
+}
+
+// announceLead is how much earlier than keepalived's MASTER line its first
+// announcement may be seen: it announces as it takes the VIPs, and writes
+// the line after.
+const announceLead = 50 * time.Millisecond
+
+// flush tells a pending takeover.
+func (t *takeovers) flush(instance string) {
+	p, ok := t.pending[instance]
+	if !ok {
+		return
+	}
+	delete(t.pending, instance)
+	if t.took != nil {
+		t.took(*p)
+	}
+}
+
+// due tells the takeovers whose announcement did not come in time.
+func (t *takeovers) due(now time.Time) {
+	for name, p := range t.pending {
+		if !now.Before(p.At.Add(announceWait)) {
+			t.flush(name)
+		}
+	}
+}
+
+// next is when the first pending takeover is due.
+func (t *takeovers) next() (time.Time, bool) {
+	var at time.Time
+	for _, p := range t.pending {
+		if d := p.At.Add(announceWait); at.IsZero() || d.Before(at) {
+			at = d
+		}
+	}
+	return at, !at.IsZero()
 }

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/ipfailover/ipfailover/internal/splitbrain"
 	"github.com/ipfailover/ipfailover/test/bench"
 	"github.com/ipfailover/ipfailover/test/kube"
 )
@@ -19,9 +22,12 @@ import (
 // holder's node dying, freezing or losing its link, timed as the client
 // sees it, and a rolling update between two images and its rollback.
 const (
-	RowKubeDeath    = "kube: node death: each VIP of the holder answers from another node"
-	RowKubeFreeze   = "kube: node freeze: each VIP of the holder answers from another node"
-	RowKubeLinkCut  = "kube: link cut: each VIP of the holder answers from another node"
+	RowKubeDeath   = "kube: node death: each VIP of the holder answers from another node"
+	RowKubeFreeze  = "kube: node freeze: each VIP of the holder answers from another node"
+	RowKubeLinkCut = "kube: link cut: each VIP of the holder answers from another node"
+	// rowTakeover is the takeover time the taking nodes measured of the
+	// same faults (%s: the fault).
+	rowTakeover     = "kube: %s: the taking node's own takeover time, ipfailover_takeover_seconds{cause=\"silent\",stage=\"announced\"}"
 	rowUpgradeGap   = "kube: rolling update %s → this image: longest outage per VIP"
 	rowUpgradeTwice = "kube: rolling update %s → this image: longest time on two nodes per VIP"
 	rowRollbackGap  = "kube: rollback (rollout undo) → %s: longest outage per VIP"
@@ -51,14 +57,19 @@ const (
 	kubeSettled = 4 * time.Second
 )
 
+// failoverKind is a fault of the failover rows: the client's row and the
+// taking nodes' own.
+type failoverKind struct {
+	kind     Kind
+	row      string
+	takeover string
+}
+
 // failoverKinds are the faults of the failover rows, by row.
-var failoverKinds = []struct {
-	kind Kind
-	row  string
-}{
-	{NodeDeath, RowKubeDeath},
-	{NodeFreeze, RowKubeFreeze},
-	{LinkCut, RowKubeLinkCut},
+var failoverKinds = []failoverKind{
+	{NodeDeath, RowKubeDeath, fmt.Sprintf(rowTakeover, "node death")},
+	{NodeFreeze, RowKubeFreeze, fmt.Sprintf(rowTakeover, "node freeze")},
+	{LinkCut, RowKubeLinkCut, fmt.Sprintf(rowTakeover, "link cut")},
 }
 
 // KubeBench says which cluster rows to measure.
@@ -108,17 +119,29 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 	// The machine's load during each group of rows goes into their notes:
 	// a starved client or node lengthens what the rows see.
 	var failoverLoad, upgradeLoad []float64
+	// The takeover histograms' new buckets of each failover row's
+	// faults, added up: the quantiles Prometheus would give.
+	tookBuckets := map[string]map[float64]uint64{}
 	for round := range b.Rounds {
 		for _, k := range failoverKinds {
 			fmt.Fprintf(t.o.Progress, "kube bench: %s, round %d of %d\n", k.kind, round+1, b.Rounds)
 			failoverLoad = loadAverage(failoverLoad)
-			ss, err := t.failover(ctx, k.kind, round)
+			ss, took, err := t.failover(ctx, k.kind, round)
 			failoverLoad = loadAverage(failoverLoad)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k.row, err)
 			}
 			for _, s := range ss {
 				add(k.row, s)
+			}
+			for _, s := range took.samples {
+				add(k.takeover, s)
+			}
+			if tookBuckets[k.takeover] == nil {
+				tookBuckets[k.takeover] = map[float64]uint64{}
+			}
+			for le, n := range took.buckets {
+				tookBuckets[k.takeover][le] += n
 			}
 		}
 	}
@@ -177,8 +200,20 @@ func KubeBenchRows(ctx context.Context, o Options, b KubeBench) ([]bench.Row, er
 		}
 	}
 	var rows []bench.Row
+	medians := map[string]float64{}
 	for _, name := range order {
 		row := bench.TimeRow(name, samples[name], "", "")
+		medians[name] = row.Median
+		if i := slices.IndexFunc(failoverKinds, func(k failoverKind) bool { return k.takeover == name }); i >= 0 {
+			client := medians[failoverKinds[i].row]
+			row.Note = fmt.Sprintf("per VIP group another node took, as its histogram counts it: each node's new observations of a fault (the sum and count scraped from :9650 before the fault and after the holders settled), from the last advert it heard from the master to its first gratuitous ARP or unsolicited NA; the median of the histograms' buckets, as histogram_quantile(0.5) gives it, %.3f s; the client's median of the same faults (the row %q) %.3f s, %.0f ms apart, the target 100 ms: the fault lands up to one advert interval after the master's last advert, so the node's figure is the longer by half an interval on average",
+				histogramQuantile(0.5, tookBuckets[name]), failoverKinds[i].row, client, 1000*math.Abs(row.Median-client))
+			// The target is on the difference of the medians.
+			pass := row.N > 0 && math.Abs(row.Median-client) <= 0.1
+			row.Target, row.TargetOn, row.Pass = 0.1, "median", &pass
+			rows = append(rows, row)
+			continue
+		}
 		switch name {
 		case RowKubeDeath, RowKubeFreeze, RowKubeLinkCut:
 			row.LimitRule = "3 × advert_int + the best backup's skew"
@@ -213,10 +248,11 @@ func loadNote(ls []float64) string {
 // first probe another node answered, with the best backup's master-down
 // interval as its limit. The node is back and the holders settled when
 // it returns.
-func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]bench.Sample, error) {
+func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]bench.Sample, nodeTakeovers, error) {
+	var none nodeTakeovers
 	hm, err := t.c.Holders(ctx, labVIPs, kubeSettled)
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	// The nodes in turn, each while it holds a VIP.
 	node := round % len(t.c.Nodes)
@@ -225,12 +261,12 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 		victim = hm[labVIPs[round%len(labVIPs)]]
 		node = slices.IndexFunc(t.c.Nodes, func(m *kube.Machine) bool { return m.Lab() == victim })
 		if node < 0 {
-			return nil, fmt.Errorf("%s is held by no node of the cluster", labVIPs[round%len(labVIPs)])
+			return nil, none, fmt.Errorf("%s is held by no node of the cluster", labVIPs[round%len(labVIPs)])
 		}
 	}
 	name := t.c.Nodes[node].Name
 	if err := t.readConfigs(ctx); err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	confs := t.configs()
 	var held []int
@@ -241,14 +277,14 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 		}
 		_, prio, conf, err := bench.BestBackup(confs, name, v)
 		if err != nil {
-			return nil, err
+			return nil, none, err
 		}
 		held = append(held, i)
 		limits = append(limits, conf.MasterDown(prio))
 	}
 	dial, closeDialer, err := t.dialer()
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	defer closeDialer()
 	var targets []netip.AddrPort
@@ -265,14 +301,34 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 	// A second of answers first, then a random moment of the advert
 	// interval: the fault lands anywhere between two adverts.
 	if err := sleep(ctx, time.Second+rand.N(advertOf(t.o.AdvertInterval))); err != nil {
-		return nil, err
+		return nil, none, err
+	}
+	// The takeover histograms of the nodes that may take the VIPs, before
+	// the fault and once the holders settled after it.
+	var others []*kube.Machine
+	for i, m := range t.c.Nodes {
+		if i != node {
+			others = append(others, m)
+		}
+	}
+	before, err := t.takeoverHistograms(ctx, others)
+	if err != nil {
+		return nil, none, err
 	}
 	rec := &Record{}
 	if err := t.inject(ctx, Fault{Kind: kind, Nodes: []int{node}, Length: failoverHold}, rec, func() {}); err != nil {
-		return nil, fmt.Errorf("%s of %s: %w", kind, name, err)
+		return nil, none, fmt.Errorf("%s of %s: %w", kind, name, err)
 	}
 	if _, err := t.c.Holders(ctx, labVIPs, kubeSettled); err != nil {
-		return nil, err
+		return nil, none, err
+	}
+	after, err := t.takeoverHistograms(ctx, others)
+	if err != nil {
+		return nil, none, err
+	}
+	took := newTakeovers(before, after)
+	if len(took.samples) == 0 {
+		return nil, none, fmt.Errorf("%s of %s: no other node's ipfailover_takeover_seconds{cause=%q,stage=%q} counted a takeover", kind, name, splitbrain.CauseSilent, "announced")
 	}
 	all, stopped := p.Stop(), true
 	stalls := p.Stalls()
@@ -280,20 +336,100 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 	for j, i := range held {
 		at, ok := answeredElsewhere(all[i], rec.Began, name)
 		if !ok {
-			return nil, fmt.Errorf("%s of %s: %s never answered from another node", kind, name, labVIPs[i])
+			return nil, none, fmt.Errorf("%s of %s: %s never answered from another node", kind, name, labVIPs[i])
 		}
-		took := at.Sub(rec.Began)
+		elapsed := at.Sub(rec.Began)
 		// A stall of the client up to the answer may have delayed the
 		// probe that saw it: said, not taken off.
 		if st := total(stalls, rec.Began, at); st > 0 {
-			fmt.Fprintf(t.o.Progress, "kube bench: %s of %s: the client stalled %s of the %s to %s's answer\n", kind, name, st.Round(time.Millisecond), took.Round(time.Millisecond), labVIPs[i])
+			fmt.Fprintf(t.o.Progress, "kube bench: %s of %s: the client stalled %s of the %s to %s's answer\n", kind, name, st.Round(time.Millisecond), elapsed.Round(time.Millisecond), labVIPs[i])
 		}
-		out = append(out, bench.Sample{Value: took, Limit: limits[j]})
-		t.log.Info("failover", "fault", kind, "node", name, "vip", labVIPs[i], "took", took.Round(time.Millisecond), "limit", limits[j])
+		out = append(out, bench.Sample{Value: elapsed, Limit: limits[j]})
+		t.log.Info("failover", "fault", kind, "node", name, "vip", labVIPs[i], "took", elapsed.Round(time.Millisecond), "limit", limits[j])
 		fmt.Fprintf(t.o.Progress, "kube bench: %s of %s at %s: %s answered from another node after %s (limit %s)\n", kind, name,
-			rec.Began.UTC().Format("15:04:05.000"), labVIPs[i], took.Round(time.Millisecond), limits[j])
+			rec.Began.UTC().Format("15:04:05.000"), labVIPs[i], elapsed.Round(time.Millisecond), limits[j])
+	}
+	for _, s := range took.samples {
+		fmt.Fprintf(t.o.Progress, "kube bench: %s of %s: a node measured a takeover of %s\n", kind, name, s.Value.Round(time.Millisecond))
+	}
+	return out, took, nil
+}
+
+// takeoverHistogram is one node's ipfailover_takeover_seconds of silent
+// masters, at the announced stage.
+type takeoverHistogram struct {
+	count   uint64
+	sum     float64
+	buckets map[float64]uint64
+}
+
+// takeoverHistograms scrapes ms' takeover histograms, by node name.
+func (t *kubeTarget) takeoverHistograms(ctx context.Context, ms []*kube.Machine) (map[string]takeoverHistogram, error) {
+	out := map[string]takeoverHistogram{}
+	for _, m := range ms {
+		s, err := t.c.Metrics(ctx, m.Lab())
+		if err != nil {
+			return nil, err
+		}
+		var h takeoverHistogram
+		h.count, h.sum, h.buckets = s.Histogram("ipfailover_takeover_seconds", map[string]string{"cause": splitbrain.CauseSilent, "stage": "announced"})
+		out[m.Name] = h
 	}
 	return out, nil
+}
+
+// nodeTakeovers are the takeovers the nodes counted during one fault: a
+// sample per observation, each node's new ones at their mean (a histogram
+// keeps only their sum), and the buckets' new counts.
+type nodeTakeovers struct {
+	samples []bench.Sample
+	buckets map[float64]uint64
+}
+
+// newTakeovers is what the histograms after counted that those before did
+// not. A node whose count fell (its pod restarted) counts from zero.
+func newTakeovers(before, after map[string]takeoverHistogram) nodeTakeovers {
+	took := nodeTakeovers{buckets: map[float64]uint64{}}
+	for node, a := range after {
+		b := before[node]
+		if a.count < b.count {
+			b = takeoverHistogram{}
+		}
+		n := a.count - b.count
+		if n == 0 {
+			continue
+		}
+		mean := time.Duration((a.sum - b.sum) / float64(n) * float64(time.Second))
+		for range n {
+			took.samples = append(took.samples, bench.Sample{Value: mean})
+		}
+		for le, c := range a.buckets {
+			took.buckets[le] += c - b.buckets[le]
+		}
+	}
+	return took
+}
+
+// histogramQuantile is the q-quantile of cumulative bucket counts by upper
+// bound, interpolated within its bucket as Prometheus's
+// histogram_quantile does (NaN: no observations).
+func histogramQuantile(q float64, buckets map[float64]uint64) float64 {
+	les := slices.Sorted(maps.Keys(buckets))
+	if len(les) == 0 || buckets[les[len(les)-1]] == 0 {
+		return math.NaN()
+	}
+	rank := q * float64(buckets[les[len(les)-1]])
+	lower, below := 0.0, uint64(0)
+	for _, le := range les {
+		if n := buckets[le]; float64(n) >= rank {
+			if math.IsInf(le, 1) {
+				return lower
+			}
+			return lower + (le-lower)*(rank-float64(below))/float64(n-below)
+		}
+		lower, below = le, buckets[le]
+	}
+	return lower
 }
 
 // answeredElsewhere is when the VIP answered from a node other than node

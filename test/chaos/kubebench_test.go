@@ -1,36 +1,65 @@
 package chaos
 
 import (
+	"math"
 	"testing"
 	"time"
 )
 
-// TestAnsweredElsewhere: the first answer from another node after the
-// fault counts, less the round trip the holder answered in before it; the
-// old holder's answers, failures and probes sent before the fault do not.
-func TestAnsweredElsewhere(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	ps := []Probe{
-		{Sent: at(-20), Done: at(-18), OK: true, Node: "node1"},
-		{Sent: at(-10), Done: at(-8), OK: true, Node: "node1"},
-		{Sent: at(-5), Done: at(-3), OK: true, Node: "node2"}, // before the fault
-		{Sent: at(0), Done: at(250), Err: "timeout"},
-		{Sent: at(10), Done: at(11), OK: true, Node: "node1"}, // the old holder, not yet gone
-		{Sent: at(20), Done: at(270), Err: "timeout"},
-		{Sent: at(2990), Done: at(3010), OK: true, Node: "node2"},
-		{Sent: at(3000), Done: at(3001), OK: true, Node: "node2"},
+func TestHistogramQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	for _, c := range []struct {
+		q       float64
+		buckets map[float64]uint64
+		want    float64
+	}{
+		{0.5, map[float64]uint64{0.5: 0, 0.6: 2, 0.7: 4, inf: 4}, 0.6},
+		{0.5, map[float64]uint64{0.5: 1, 0.6: 1, 0.7: 3, inf: 3}, 0.6 + 0.1*0.5/2},
+		{0.5, map[float64]uint64{0.1: 2, inf: 2}, 0.05},
+		{0.99, map[float64]uint64{1: 1, inf: 2}, 1},
+	} {
+		if got := histogramQuantile(c.q, c.buckets); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("histogramQuantile(%v, %v) = %v, want %v", c.q, c.buckets, got, c.want)
+		}
 	}
-	got, ok := answeredElsewhere(ps, t0, "node1")
-	if !ok || !got.Equal(at(3008)) {
-		t.Errorf("answeredElsewhere = %v, %v; want %v", got.Sub(t0), ok, 3008*time.Millisecond)
+	if got := histogramQuantile(0.5, map[float64]uint64{1: 0, inf: 0}); !math.IsNaN(got) {
+		t.Errorf("no observations: %v, want NaN", got)
 	}
-	if _, ok := answeredElsewhere(ps[:6], t0, "node1"); ok {
-		t.Error("answeredElsewhere found an answer from another node where none came after the fault")
+}
+
+func TestNewTakeovers(t *testing.T) {
+	inf := math.Inf(1)
+	before := map[string]takeoverHistogram{
+		"node1": {count: 2, sum: 1.0, buckets: map[float64]uint64{0.5: 2, 1: 2, inf: 2}},
+		"node2": {count: 5, sum: 3.0, buckets: map[float64]uint64{0.5: 1, 1: 5, inf: 5}},
 	}
-	// An answer quicker than the last round trip counts from its sending.
-	ps[6].Done = at(2991)
-	if got, _ := answeredElsewhere(ps, t0, "node1"); !got.Equal(at(2990)) {
-		t.Errorf("answeredElsewhere = %v, want the probe's sending, 2.99s", got.Sub(t0))
+	after := map[string]takeoverHistogram{
+		// Two new takeovers of 0.6 s and 0.8 s.
+		"node1": {count: 4, sum: 2.4, buckets: map[float64]uint64{0.5: 2, 1: 4, inf: 4}},
+		// Restarted: one takeover since.
+		"node2": {count: 1, sum: 0.3, buckets: map[float64]uint64{0.5: 1, 1: 1, inf: 1}},
+	}
+	took := newTakeovers(before, after)
+	var ms []time.Duration
+	for _, s := range took.samples {
+		ms = append(ms, s.Value.Round(time.Millisecond))
+	}
+	if len(ms) != 3 {
+		t.Fatalf("samples %v, want 3", ms)
+	}
+	var n700, n300 int
+	for _, d := range ms {
+		switch d {
+		case 700 * time.Millisecond:
+			n700++
+		case 300 * time.Millisecond:
+			n300++
+		}
+	}
+	if n700 != 2 || n300 != 1 {
+		t.Errorf("samples %v, want two of node1's mean 700ms and node2's 300ms", ms)
+	}
+	if want := map[float64]uint64{0.5: 1, 1: 3, inf: 3}; len(took.buckets) != len(want) || took.buckets[0.5] != 1 || took.buckets[1] != 3 || took.buckets[inf] != 3 {
+		t.Errorf("buckets %v, want %v", took.buckets, want)
 	}
 }

@@ -49,6 +49,24 @@ func (s Scrape) Sum(name string, want map[string]string) float64 {
 	return sum
 }
 
+// Histogram adds up the histograms of name whose labels include want: the
+// observations' count and sum, and the cumulative count per upper bound.
+func (s Scrape) Histogram(name string, want map[string]string) (count uint64, sum float64, buckets map[float64]uint64) {
+	buckets = map[float64]uint64{}
+	for _, m := range s.series(name, want) {
+		h := m.GetHistogram()
+		if h == nil {
+			continue
+		}
+		count += h.GetSampleCount()
+		sum += h.GetSampleSum()
+		for _, b := range h.GetBucket() {
+			buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	return count, sum, buckets
+}
+
 // Count is the number of series of name whose labels include want.
 func (s Scrape) Count(name string, want map[string]string) int { return len(s.series(name, want)) }
 
