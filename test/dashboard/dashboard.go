@@ -193,7 +193,7 @@ func Dashboard() (dashboard.Dashboard, error) {
 
 	d.WithRow(dashboard.NewRowBuilder("Failovers"))
 	d.WithPanel(graph("VIP moves by cause",
-		"VIPs taken and released, by why (ipfailover_vip_moves_total). Taken: start (nobody held it), handover (the holder said it stopped), silent (the holder fell silent: a dead or cut-off node), preemption. Released: stop, fault (the check failed), higher-priority.",
+		"VIP groups (VRRP instances) the nodes took and gave up, by cause (ipfailover_vip_moves_total). Taken: start (nobody held it), handover (the master said goodbye: it stopped, or its check failed), silent (the master fell silent: a dead, frozen or cut-off node), preemption (a node took back what it prefers). Given up: stop, fault (the check failed), higher-priority. A move shows on both nodes.",
 		"short", 8, true,
 		query(`sum by (direction, cause) (increase(ipfailover_vip_moves_total{`+ns+`}[$__rate_interval]))`, "{{direction}} ({{cause}})")).Span(12))
 	d.WithPanel(gauges("VIP moves in the time range",
@@ -201,7 +201,7 @@ func Dashboard() (dashboard.Dashboard, error) {
 		"short", 8,
 		instant(`round(sum by (direction, cause) (increase(ipfailover_vip_moves_total{`+ns+`}[$__range])))`, "{{direction}} ({{cause}})")).Span(12))
 	d.WithPanel(points("Takeover times",
-		"How long each takeover took, by cause: from the last advert heard from the previous master to this node's MASTER transition (master), and to its first gratuitous ARP or neighbour advertisement (announced) (ipfailover_takeover_seconds). The mean of the takeovers of each interval.",
+		"How long the takeovers took, by cause: from the last advert the taking node heard from the previous master to its MASTER transition (master) and to its first gratuitous ARP or neighbour advertisement (announced) (ipfailover_takeover_seconds; a start is not timed). A point is the mean of the takeovers in its interval; a client's outage is about the announced stage.",
 		"s", 8,
 		query(`sum by (stage, cause) (increase(ipfailover_takeover_seconds_sum{`+ns+`}[$__rate_interval])) / sum by (stage, cause) (increase(ipfailover_takeover_seconds_count{`+ns+`}[$__rate_interval]))`, "{{stage}} ({{cause}})")).Span(12))
 	d.WithPanel(gauges("Takeover time quantiles in the time range",
