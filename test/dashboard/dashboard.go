@@ -118,15 +118,16 @@ func timeline(title, description string, h uint32, states []state, targets ...*p
 	return p
 }
 
-// graph is a time series panel of lines, or of bars when bars is set
-// (counts of events per interval).
+// graph is a time series panel of lines, or of stacked bars when bars is
+// set (counts of events per interval, their total the bar's height).
 func graph(title, description, unit string, h uint32, bars bool, targets ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
 	p := timeseries.NewPanelBuilder().Title(title).Description(description).Datasource(datasource()).Height(h).Unit(unit).
 		Min(0).FillOpacity(10).LineWidth(1).ShowPoints(common.VisibilityModeNever).
 		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom)).
 		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
 	if bars {
-		p.DrawStyle(common.GraphDrawStyleBars).FillOpacity(80)
+		p.DrawStyle(common.GraphDrawStyleBars).FillOpacity(80).
+			Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal).Group("A"))
 	}
 	for i, t := range targets {
 		p.WithTarget(t.RefId(refID(i)))

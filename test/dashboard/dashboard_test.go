@@ -47,6 +47,9 @@ type panel struct {
 			} `json:"mappings"`
 			Custom struct {
 				DrawStyle string `json:"drawStyle"`
+				Stacking  struct {
+					Mode string `json:"mode"`
+				} `json:"stacking"`
 			} `json:"custom"`
 		} `json:"defaults"`
 	} `json:"fieldConfig"`
