@@ -79,20 +79,30 @@ scrape_configs:
 	}
 	s := &promServer{proc: p, out: out, base: "http://" + listen,
 		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: host.Dial}}}
+	// Ready, and scraping every node: Prometheus hands its scrapers the
+	// targets some seconds after it starts.
 	for {
-		resp, err := s.hc.Get(s.base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
+		var targets struct {
+			Active []struct {
+				LastScrape time.Time `json:"lastScrape"`
+			} `json:"activeTargets"`
+		}
+		err := s.api(ctx, "targets", url.Values{"state": {"active"}}, &targets)
+		scraped := 0
+		for _, t := range targets.Active {
+			if t.LastScrape.After(time.Unix(0, 0)) {
+				scraped++
 			}
+		}
+		if err == nil && scraped == len(nodes) {
+			return s, nil
 		}
 		if p.Exited() {
 			return nil, fmt.Errorf("prometheus exited:\n%s", out)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for prometheus to be ready: %w\n%s", ctx.Err(), out)
+			return nil, fmt.Errorf("waiting for prometheus to scrape the nodes: %w (last: %v)\n%s", ctx.Err(), err, out)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
