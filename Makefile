@@ -35,7 +35,7 @@ PROMETHEUS    := $(TOOLS)/prometheus-$(PROMETHEUS_VERSION)/prometheus
 # Product packages: nothing exported there may be reachable from tests only.
 PRODUCT_PKGS  := ^github.com/ipfailover/ipfailover/(config|iptables|internal/[a-z]+|cmd/ipfailover)$$
 
-.PHONY: all build deps test e2e demo bench chaos perf-docs reference dashboard fuzz lint image image-test old-image clean kube-deps kube-bins kube-up kube-down kube-test
+.PHONY: all build deps test e2e demo bench chaos perf-docs reference dashboard dashboard-picture fuzz lint image image-test old-image clean kube-deps kube-bins kube-up kube-down kube-test
 
 all: build
 
@@ -90,6 +90,11 @@ reference:
 # generator (test/dashboard); make test fails while they differ.
 dashboard:
 	$(GO) test -count=1 ./test/dashboard -run '^TestDashboardJSON$$' -update
+
+# dashboard-picture runs the dashboard's queries on a lab fleet (as root)
+# and draws its main panels from the run into docs/dashboard.png.
+dashboard-picture: deps $(PROMETHEUS)
+	PROMETHEUS=$(PROMETHEUS) $(GO) test -count=1 -timeout 10m ./test/dashboard -run '^TestDashboardOnAFleet$$' -picture
 
 # perf-docs writes docs/performance/results.md from the last runs' outputs:
 # make bench's table (BENCH_MD) and make chaos's reports (CHAOS_REPORTS),

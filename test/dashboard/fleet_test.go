@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/ipfailover/ipfailover/test/lab"
 )
+
+var drawPicture = flag.Bool("picture", false, "draw the dashboard's main panels from the run's series into "+picturePath)
 
 // The lab's deployment: three VIPs on three nodes, the peers from the pods.
 var vips = []netip.Addr{netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.101"), netip.MustParseAddr("192.0.2.102")}
@@ -52,7 +55,7 @@ type run struct {
 	procs    map[*lab.Node]*lab.Process
 	services map[*lab.Node]*lab.Service
 	outputs  []namedOutput
-	// steps are what the run did, and when.
+	// steps are what the run did, and when: the picture's markers.
 	steps []step
 }
 
@@ -175,14 +178,20 @@ func TestDashboardOnAFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.did(fmt.Sprintf("started: %s", h))
+	t.Logf("started: %s", h)
 	r.faults(h)
 	// The last scrapes of what the faults left.
 	time.Sleep(3 * scrapeInterval)
 	end := time.Now()
 	t.Logf("the run took %s", end.Sub(start).Round(time.Second))
 
-	r.checkQueries(prom, d, start, end)
+	results := r.checkQueries(prom, d, start, end)
+	if *drawPicture && !t.Failed() {
+		if err := writePicture(picturePath, d, results, r.steps, start, end); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", picturePath)
+	}
 }
 
 // startService starts n's checked service.
@@ -330,6 +339,8 @@ func (r *run) faults(h lab.HolderMap) {
 	r.services[a].Stop()
 	r.did("service stopped on " + a.Name)
 	h = r.moved(vips[0], a)
+	// Failing long enough for a scrape or two to see it.
+	time.Sleep(2 * scrapeInterval)
 	r.startService(a)
 	r.shows(a, `^ipfailover_check_up 1$`)
 	r.did("service back on " + a.Name)
