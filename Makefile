@@ -86,10 +86,11 @@ chaos: deps $(if $(filter kube,$(TARGET)),kube-bins image)
 reference:
 	$(GO) test -count=1 ./config ./internal/metrics ./deploy -run '^Test(Settings|Metrics|Alerts)Reference$$' -update
 
-# dashboard rewrites deploy/components/dashboard/ipfailover.json from its
-# generator (test/dashboard); make test fails while they differ.
+# dashboard rewrites deploy/components/dashboard/ipfailover.json and
+# docs/reference/dashboard.md from the generator (test/dashboard); make
+# test fails while they differ.
 dashboard:
-	$(GO) test -count=1 ./test/dashboard -run '^TestDashboardJSON$$' -update
+	$(GO) test -count=1 ./test/dashboard -run '^TestDashboard(JSON|Reference)$$' -update
 
 # dashboard-picture runs the dashboard's queries on a lab fleet (as root)
 # and draws its main panels from the run into docs/dashboard.png.

@@ -4,9 +4,9 @@
 // check, split brain, the VRRP the pods speak, keepalived's restarts and
 // the entrypoint's resources, from the metrics of docs/reference/metrics.md.
 //
-// The committed JSON is what JSON returns (go test ./test/dashboard -run
-// TestDashboardJSON -update rewrites it), and every query of it is run
-// against a real Prometheus scraping a lab fleet through failovers
+// The committed JSON is what JSON returns, and docs/reference/dashboard.md
+// lists its panels (make dashboard rewrites both); every query of it is
+// run against a real Prometheus scraping a lab fleet through failovers
 // (TestDashboardOnAFleet).
 package dashboard
 
