@@ -75,7 +75,7 @@ func TestDashboardComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)```yaml\n( *apiVersion: grafana.integreatly.org/[^\n]*\n *kind: GrafanaDashboard\n.*?)```").FindSubmatch(page)
+	m := regexp.MustCompile("(?s)```yaml\n( *apiVersion: grafana\\.integreatly\\.org/[^\n]*\n *kind: GrafanaDashboard\n.*?)```").FindSubmatch(page)
 	if m == nil {
 		t.Fatalf("%s shows no GrafanaDashboard", runbooks)
 	}

@@ -392,7 +392,7 @@ func (r *run) faults(h lab.HolderMap) {
 	fk, err := c.Client.StartKeepalived(r.ctx, foreignKeepalived(c.Nodes), out)
 	r.fatal("starting a foreign keepalived", err)
 	r.did("a foreign VRRP speaker starts")
-	r.shows(c.Nodes[0], fmt.Sprintf(`^ipfailover_vrrp_foreign_adverts_total\{source="%s",vrid="%d"\} [3-9]`, c.Client.Addr4, firstVRID))
+	r.shows(c.Nodes[0], fmt.Sprintf(`^ipfailover_vrrp_foreign_adverts_total\{source=%q,vrid="%d"\} [3-9]`, c.Client.Addr4, firstVRID))
 	_ = fk.Kill()
 	r.did("the foreign speaker stops")
 
@@ -401,7 +401,7 @@ func (r *run) faults(h lab.HolderMap) {
 	_, err = stray.Exec(r.ctx, "ip", "addr", "add", vips[1].String()+"/32", "dev", lab.Link)
 	r.fatal("adding a stray VIP", err)
 	r.did(fmt.Sprintf("%s added on %s", vips[1], stray.Name))
-	r.shows(stray, fmt.Sprintf(`^ipfailover_vip_stray_removed_total\{vip="%s"\} 1$`, vips[1]))
+	r.shows(stray, fmt.Sprintf(`^ipfailover_vip_stray_removed_total\{vip=%q\} 1$`, vips[1]))
 
 	// Another host answers for a VIP, then stops: the holder announces it
 	// again.
@@ -409,12 +409,12 @@ func (r *run) faults(h lab.HolderMap) {
 	_, err = c.Client.Exec(r.ctx, "ip", "addr", "add", vips[2].String()+"/32", "dev", lab.Link)
 	r.fatal("adding a VIP to the client", err)
 	r.did(fmt.Sprintf("the client answers for %s", vips[2]))
-	r.shows(holder, fmt.Sprintf(`^ipfailover_vip_duplicate\{mac="[0-9a-f:]+",vip="%s"\} 1$`, vips[2]))
+	r.shows(holder, fmt.Sprintf(`^ipfailover_vip_duplicate\{mac="[0-9a-f:]+",vip=%q\} 1$`, vips[2]))
 	time.Sleep(2 * scrapeInterval)
 	_, err = c.Client.Exec(r.ctx, "ip", "addr", "del", vips[2].String()+"/32", "dev", lab.Link)
 	r.fatal("removing the client's VIP", err)
 	r.did(fmt.Sprintf("the client stops answering for %s", vips[2]))
-	r.shows(holder, fmt.Sprintf(`^ipfailover_vip_announcements_total\{vip="%s"\} [1-9]`, vips[2]))
+	r.shows(holder, fmt.Sprintf(`^ipfailover_vip_announcements_total\{vip=%q\} [1-9]`, vips[2]))
 }
 
 // result is what one query of a panel returned.

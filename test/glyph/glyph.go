@@ -70,9 +70,11 @@ var glyphs = map[rune][7]uint8{
 	'*': {0x00, 0x04, 0x15, 0x0e, 0x15, 0x04, 0x00},
 }
 
-// W and H are a glyph's size; text advances W+1 per character, times the
-// scale.
-const W, H = 5, 7
+// W is a glyph's width; text advances W+1 per character, times the scale.
+const W = 5
+
+// H is a glyph's height.
+const H = 7
 
 // Has reports whether r prints as itself (upper case as lower case); a
 // space prints as nothing.
