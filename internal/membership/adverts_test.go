@@ -225,3 +225,50 @@ func TestHoldOutlastsAnOutage(t *testing.T) {
 	down.Store(false)
 	waitView(t, w, "lets b's address go once the API server answers", func(v View) bool { return len(v.Held) == 0 })
 }
+
+// No decision reads another machine's clock: the API server's timestamps
+// on the pods (created, deleting) 2 s ahead of this machine's, or 2 s
+// behind, make the same view, so the same peers, the same VRRP versions
+// and the same bridge, as timestamps that agree with it.
+func TestAnotherMachinesClock(t *testing.T) {
+	now := time.Now()
+	fleet := func(off time.Duration) View {
+		fast := map[string]string{FastAnnotation: FastValue, AdvertsAnnotation: "vrrp3 0.2s"}
+		pinned := map[string]string{FastAnnotation: FastValue, AdvertsAnnotation: "vrrp3 0.5s"}
+		ps := []*metav1.PartialObjectMetadata{
+			annotated("self", workload("new"), "192.0.2.10", fast),
+			annotated("a", workload("new"), "192.0.2.11", pinned),
+			pod("b", workload("old"), "192.0.2.12"),
+			pod("c", workload("new"), ""),
+			annotated("d", workload("old"), "192.0.2.14", fast),
+		}
+		for i, p := range ps {
+			// Created a minute apart, the last just now by the API
+			// server's clock, which is off from this machine's by off.
+			p.CreationTimestamp = metav1.NewTime(now.Add(off - time.Duration(len(ps)-1-i)*time.Minute))
+		}
+		// d is going: its grace period ends 30 s from now, as the API
+		// server counts.
+		deleting := metav1.NewTime(now.Add(off + 30*time.Second))
+		ps[4].DeletionTimestamp = &deleting
+		return viewOf(ps, "self")
+	}
+	want := fleet(0)
+	for _, off := range []time.Duration{2 * time.Second, -2 * time.Second} {
+		got := fleet(off)
+		if !got.Equal(want) {
+			t.Errorf("the API server's clock %s off: view %+v, want %+v", off, got, want)
+		}
+		for _, old := range []Adverts{{2, time.Second}, {3, 200 * time.Millisecond}} {
+			if diff := cmp.Diff(want.VRRPv2(old), got.VRRPv2(old), cmpAddrs); diff != "" {
+				t.Errorf("the API server's clock %s off: VRRPv2(%v) (-want +got):\n%s", off, old, diff)
+			}
+		}
+		if diff := cmp.Diff(want.Peers(), got.Peers(), cmpAddrs); diff != "" {
+			t.Errorf("the API server's clock %s off: peers (-want +got):\n%s", off, diff)
+		}
+		if diff := cmp.Diff(want.Unpublished(), got.Unpublished()); diff != "" {
+			t.Errorf("the API server's clock %s off: unpublished (-want +got):\n%s", off, diff)
+		}
+	}
+}

@@ -178,4 +178,27 @@ func TestTakeoverCauses(t *testing.T) {
 	if len(got) != 1 || !got[0].Announced.Equal(t0.Add(-10*time.Millisecond)) {
 		t.Errorf("told %+v, want one announced 10 ms before keepalived's line", got)
 	}
+	// The announcement read before keepalived's line: the takeover's, told
+	// with the line. One long before the line, or while MASTER, is not.
+	got = nil
+	tk = newTakeovers(newAdvertClock(), func(x Takeover) { got = append(got, x) }, nil)
+	tk.replan(map[string]key{"X": {vrid: 11}}, nil, nil)
+	tk.note(t0, "X", "BACKUP")
+	tk.announced("X", t0.Add(time.Second))
+	tk.announced("X", t0.Add(time.Second+time.Millisecond))
+	tk.note(t0.Add(time.Second+20*time.Millisecond), "X", "MASTER")
+	if len(got) != 1 || !got[0].Announced.Equal(t0.Add(time.Second)) {
+		t.Errorf("told %+v, want one announced 20 ms before keepalived's line as read", got)
+	}
+	tk.announced("X", t0.Add(2*time.Second)) // while MASTER: keepalived's refresh
+	tk.note(t0.Add(3*time.Second), "X", "BACKUP")
+	tk.announced("X", t0.Add(4*time.Second))
+	tk.note(t0.Add(4*time.Second+earlyWindow+time.Millisecond), "X", "MASTER")
+	if len(got) != 1 {
+		t.Errorf("told %+v at once, want the second takeover pending: its announcement came too early", got)
+	}
+	tk.due(t0.Add(10 * time.Second))
+	if len(got) != 2 || !got[1].Announced.IsZero() {
+		t.Errorf("told %+v, want the second without an announcement", got)
+	}
 }

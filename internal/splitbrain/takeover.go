@@ -135,12 +135,17 @@ type takeovers struct {
 	started time.Time
 	state   map[string]string
 	pending map[string]*Takeover
+	// early is, per instance not pending, the first of this node's
+	// announcements since keepalived's last line for it: keepalived
+	// announces before it writes MASTER, and the loop may read the
+	// announcement first.
+	early   map[string]time.Time
 	took    func(Takeover)
 	release func(Release)
 }
 
 func newTakeovers(clock *advertClock, took func(Takeover), released func(Release)) *takeovers {
-	return &takeovers{clock: clock, state: map[string]string{}, pending: map[string]*Takeover{}, took: took, release: released}
+	return &takeovers{clock: clock, state: map[string]string{}, pending: map[string]*Takeover{}, early: map[string]time.Time{}, took: took, release: released}
 }
 
 // replan takes the instances of a plan; safe from any goroutine.
@@ -162,6 +167,7 @@ func (t *takeovers) instance(name string) (k key, vips []netip.Addr, priority in
 func (t *takeovers) restart(now time.Time) {
 	t.started = now
 	clear(t.state)
+	clear(t.early)
 	for name := range t.pending {
 		t.flush(name)
 	}
@@ -175,6 +181,8 @@ func (t *takeovers) note(now time.Time, instance, state string) {
 	}
 	was := t.state[instance]
 	t.state[instance] = state
+	early, announced := t.early[instance]
+	delete(t.early, instance)
 	switch {
 	case state == "MASTER" && was != "MASTER":
 		to := &Takeover{Instance: instance, VIPs: vips, At: now, Cause: CauseStart}
@@ -191,6 +199,10 @@ func (t *takeovers) note(now time.Time, instance, state string) {
 			}
 		}
 		t.pending[instance] = to
+		if announced && !early.Before(now.Add(-earlyWindow)) {
+			to.Announced = early
+			t.flush(instance)
+		}
 	case was == "MASTER" && state != "MASTER":
 		t.flush(instance)
 		r := Release{Instance: instance, VIPs: vips, At: now, Cause: ReleaseStop}
@@ -209,13 +221,25 @@ func (t *takeovers) note(now time.Time, instance, state string) {
 	}
 }
 
-// announced takes this node's announcement of vip at at.
+// announced takes this node's announcement of one of instance's VIPs at
+// at: the end of a pending takeover, or kept for the MASTER line to come.
 func (t *takeovers) announced(instance string, at time.Time) {
-	if p, ok := t.pending[instance]; ok && !at.Before(p.At.Add(-announceLead)) {
-		p.Announced = at
-		t.flush(instance)
+	if p, ok := t.pending[instance]; ok {
+		if !at.Before(p.At.Add(-announceLead)) {
+			p.Announced = at
+			t.flush(instance)
+		}
+		return
+	}
+	if _, ok := t.early[instance]; !ok && t.state[instance] != "MASTER" {
+		t.early[instance] = at
 	}
 }
+
+// earlyWindow is how long before keepalived's MASTER line, as the loop
+// reads it, an announcement read first still counts as the takeover's:
+// the line's way through the notify FIFO and the loop's queue.
+const earlyWindow = 500 * time.Millisecond
 
 // announceLead is how much earlier than keepalived's MASTER line its first
 // announcement may be seen: it announces as it takes the VIPs, and writes

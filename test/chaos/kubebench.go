@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ipfailover/ipfailover/internal/splitbrain"
@@ -328,7 +329,7 @@ func (t *kubeTarget) failover(ctx context.Context, kind Kind, round int) ([]benc
 	}
 	took := newTakeovers(before, after)
 	if len(took.samples) == 0 {
-		return nil, none, fmt.Errorf("%s of %s: no other node's ipfailover_takeover_seconds{cause=%q,stage=%q} counted a takeover", kind, name, splitbrain.CauseSilent, "announced")
+		return nil, none, fmt.Errorf("%s of %s: no other node's ipfailover_takeover_seconds{cause=%q,stage=%q} counted a takeover; the nodes counted instead: %s", kind, name, splitbrain.CauseSilent, "announced", countedInstead(before, after))
 	}
 	all, stopped := p.Stop(), true
 	stalls := p.Stalls()
@@ -361,6 +362,12 @@ type takeoverHistogram struct {
 	count   uint64
 	sum     float64
 	buckets map[float64]uint64
+	// taken is the node's ipfailover_vip_moves_total{direction="taken"}
+	// and timed its ipfailover_takeover_seconds_count, by cause and
+	// stage ("cause/stage"): what a fault that counted no silent takeover
+	// counted instead.
+	taken map[string]float64
+	timed map[string]uint64
 }
 
 // takeoverHistograms scrapes ms' takeover histograms, by node name.
@@ -371,8 +378,14 @@ func (t *kubeTarget) takeoverHistograms(ctx context.Context, ms []*kube.Machine)
 		if err != nil {
 			return nil, err
 		}
-		var h takeoverHistogram
+		h := takeoverHistogram{taken: map[string]float64{}, timed: map[string]uint64{}}
 		h.count, h.sum, h.buckets = s.Histogram("ipfailover_takeover_seconds", map[string]string{"cause": splitbrain.CauseSilent, "stage": "announced"})
+		for _, cause := range []string{splitbrain.CauseStart, splitbrain.CauseHandover, splitbrain.CauseSilent, splitbrain.CausePreemption} {
+			h.taken[cause] = s.Sum("ipfailover_vip_moves_total", map[string]string{"cause": cause, "direction": "taken"})
+			for _, stage := range []string{"master", "announced"} {
+				h.timed[cause+"/"+stage], _, _ = s.Histogram("ipfailover_takeover_seconds", map[string]string{"cause": cause, "stage": stage})
+			}
+		}
 		out[m.Name] = h
 	}
 	return out, nil
@@ -408,6 +421,31 @@ func newTakeovers(before, after map[string]takeoverHistogram) nodeTakeovers {
 		}
 	}
 	return took
+}
+
+// countedInstead says what moves and takeover times each node counted
+// between before and after, by cause (and stage).
+func countedInstead(before, after map[string]takeoverHistogram) string {
+	var out []string
+	for _, node := range slices.Sorted(maps.Keys(after)) {
+		a, b := after[node], before[node]
+		var counted []string
+		for _, c := range slices.Sorted(maps.Keys(a.taken)) {
+			if d := a.taken[c] - b.taken[c]; d != 0 {
+				counted = append(counted, fmt.Sprintf("moves taken %s +%g", c, d))
+			}
+		}
+		for _, c := range slices.Sorted(maps.Keys(a.timed)) {
+			if d := int64(a.timed[c]) - int64(b.timed[c]); d != 0 {
+				counted = append(counted, fmt.Sprintf("takeovers timed %s %+d", c, d))
+			}
+		}
+		if len(counted) == 0 {
+			counted = []string{"nothing"}
+		}
+		out = append(out, node+": "+strings.Join(counted, ", "))
+	}
+	return strings.Join(out, "; ")
 }
 
 // histogramQuantile is the q-quantile of cumulative bucket counts by upper
