@@ -24,8 +24,9 @@ DEADCODE_VERSION      := v0.52.0
 # server, of the same release, runs the dashboard's queries on a lab fleet
 # (test/dashboard). The Prometheus module's v0.316.0 is Prometheus 3.16.0.
 # A fresh machine spends a few minutes building each once; remove_all_sd
-# leaves out the service discovery plugins, which neither uses (the lab's
-# targets are static, and their modules are large).
+# leaves out the service discovery plugins, whose modules are large and
+# which neither uses (rule tests scrape nothing, the lab's targets are
+# static).
 PROMETHEUS_VERSION    := v0.316.0
 TOOLS         := $(shell $(GO) env GOPATH)/pkg/ipfailover-tools
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
