@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -151,7 +152,12 @@ func TestHeardIsThePods(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("membership: %v", err)
+		}
+	}()
 	if err := w.Synced(ctx); err != nil {
 		t.Fatal(err)
 	}

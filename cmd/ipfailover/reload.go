@@ -107,7 +107,7 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) error {
 // maxSettle), and reports why to reload: a change of the workload's pods
 // or what was heard of them ends the wait at once. ok is false when ctx
 // ended.
-func (r *reloader) settle(ctx context.Context, addrs <-chan struct{}, peers, heard <-chan struct{}) (why string, ok bool) {
+func (r *reloader) settle(ctx context.Context, addrs, peers, heard <-chan struct{}) (why string, ok bool) {
 	quiet := time.NewTimer(settle)
 	defer quiet.Stop()
 	bound := time.NewTimer(maxSettle)

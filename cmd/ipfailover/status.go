@@ -108,7 +108,7 @@ func lookAtEach(ctx context.Context, view membership.View, port string) []podSta
 func (s *podStatus) read(ctx context.Context, client *http.Client, port string) {
 	base := "http://" + net.JoinHostPort(s.addr.String(), port)
 	get := func(path string) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, http.NoBody)
 		if err != nil {
 			return nil, err
 		}

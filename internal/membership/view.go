@@ -25,7 +25,7 @@ import (
 // from (unicast_src_ip), one per address family, comma-separated.
 const Annotation = "ipfailover/unicast-src-ip"
 
-// FastAnnotation, set to FastValue beside Annotation, says that a pod
+// FastAnnotation says, set to FastValue beside Annotation, that a pod
 // speaks VRRPv3. Every pod publishes it: images that chose one VRRP
 // version for the whole workload read a pod without it as one that speaks
 // VRRPv2, and would switch to VRRPv2 for it.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -48,5 +49,7 @@ func TestStarting(t *testing.T) {
 		t.Errorf("after Stop: %d %q, want the next server's answer", code, body)
 	}
 	_ = srv.Shutdown(context.Background())
-	<-done
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("the next server: %v", err)
+	}
 }

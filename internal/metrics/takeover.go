@@ -64,11 +64,13 @@ func (m *TakeoverMetrics) Released(r splitbrain.Release) {
 	m.moves.WithLabelValues(r.Cause, "released").Inc()
 }
 
+// Describe implements prometheus.Collector.
 func (m *TakeoverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.took.Describe(ch)
 	m.moves.Describe(ch)
 }
 
+// Collect implements prometheus.Collector.
 func (m *TakeoverMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.took.Collect(ch)
 	m.moves.Collect(ch)

@@ -107,7 +107,7 @@ func (e expectation) differences(a advert, src netip.Addr) []string {
 // version, or one it does not list, with this deployment's VIPs and
 // password. departed adds src to the peers.
 func (e expectation) member(a advert, src netip.Addr, departed bool) bool {
-	if e.peers == nil || !(departed || slices.Contains(e.peers, src) || slices.Contains(e.vrrp2, src)) {
+	if e.peers == nil || !departed && !slices.Contains(e.peers, src) && !slices.Contains(e.vrrp2, src) {
 		return false
 	}
 	if a.version == 2 && (a.authType != vrrpAuthPass || a.auth != e.auth) {
