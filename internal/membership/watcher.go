@@ -70,6 +70,8 @@ func Namespace(fromEnv string) (string, error) {
 // Client reads and patches pods' metadata, over connections it can close.
 type Client struct {
 	metadata.Interface
+	// Events writes events (Events).
+	Events *EventsClient
 	dialer *connrotation.Dialer
 }
 
@@ -98,7 +100,11 @@ func clientFor(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{Interface: m, dialer: d}, nil
+	ev, err := NewEventsClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Interface: m, Events: ev, dialer: d}, nil
 }
 
 // CloseConnections closes every connection to the API server; the next
