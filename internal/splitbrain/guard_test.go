@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ipfailover/ipfailover/config"
 	"github.com/ipfailover/ipfailover/internal/host/hosttest"
@@ -416,7 +419,15 @@ func TestGuardStrayRemovalFails(t *testing.T) {
 }
 
 func TestGuardDuplicates(t *testing.T) {
-	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100-101"}, "192.0.2.11/24")
+	var mu sync.Mutex
+	var told []string
+	gt := newGuardTestWith(t, testTiming, config.Raw{VirtualIPs: "192.0.2.100-101"}, func(o *Options) {
+		o.Duplicated = func(d Duplicate) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, fmt.Sprintf("%s %s %s started=%v released=%v", d.VIP, d.Instance, macList(d.Others), d.Started, d.Released))
+		}
+	}, "192.0.2.11/24")
 	v100 := netip.MustParseAddr("192.0.2.100")
 	var answering atomic.Bool
 	answering.Store(true)
@@ -478,6 +489,17 @@ func TestGuardDuplicates(t *testing.T) {
 	gt.waitFor("the conflict to end with the release", func() bool { return len(gt.g.Snapshot().Duplicates) == 0 })
 	if l := gt.logs.Lines("duplicate VIP over: this node released it"); len(l) != 1 {
 		t.Errorf("log lines %q, want one release", l)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"192.0.2.100 OpenShift_IPFailover_VIP_1 " + macB.String() + " started=true released=false",
+		"192.0.2.100 OpenShift_IPFailover_VIP_1 " + macB.String() + " started=false released=false",
+		"192.0.2.100 OpenShift_IPFailover_VIP_1 " + macB.String() + " started=true released=false",
+		"192.0.2.100 OpenShift_IPFailover_VIP_1 " + macB.String() + " started=false released=true",
+	}
+	if diff := cmp.Diff(want, told); diff != "" {
+		t.Errorf("Duplicated told (-want +got):\n%s", diff)
 	}
 }
 

@@ -106,6 +106,24 @@ type Options struct {
 	// block.
 	Took     func(Takeover)
 	Released func(Release)
+	// Duplicated, when set, gets the start and the end of every
+	// duplicate VIP (another host answering for a VIP this node holds),
+	// from the guard's loop; it must not block.
+	Duplicated func(Duplicate)
+}
+
+// Duplicate is the start or the end of another host answering for a VIP
+// this node holds.
+type Duplicate struct {
+	VIP      netip.Addr
+	Instance string
+	// Others are the other hosts' Ethernet addresses.
+	Others []net.HardwareAddr
+	// Started is set at the start; at the end, Released says this node
+	// released the VIP (rather than the other host), and Lasted how long
+	// it lasted.
+	Started, Released bool
+	Lasted            time.Duration
 }
 
 // probeBatch is how early a probe round may end, so that rounds close
@@ -189,13 +207,15 @@ type Guard struct {
 
 	// Owned by Run's loop.
 	takeovers *takeovers
-	dup       *duplicates
-	ownership *ownership
-	contest   *contests
-	pid       int
-	listErr   bool
-	sendErr   bool
-	beatErr   bool
+	// duplicated gets the duplicate VIPs' starts and ends (Options).
+	duplicated func(Duplicate)
+	dup        *duplicates
+	ownership  *ownership
+	contest    *contests
+	pid        int
+	listErr    bool
+	sendErr    bool
+	beatErr    bool
 	// listed is when the addresses were last listed; relistAt, when set,
 	// is when a change the kernel reported since is listed.
 	listed, relistAt time.Time
@@ -303,6 +323,7 @@ func newGuard(o Options, ifi *net.Interface, notify io.ReadCloser, socks sockets
 		instance:      map[netip.Addr]string{},
 		expect:        expectations(o.Plan),
 		notified:      o.Notified,
+		duplicated:    o.Duplicated,
 		heard:         o.Heard,
 		host:          o.Host,
 		keepalived:    o.Keepalived,
@@ -888,6 +909,9 @@ func (g *Guard) report(changes []conflictChange) {
 	}
 	defer g.publish()
 	for _, c := range changes {
+		if g.duplicated != nil {
+			g.duplicated(Duplicate{VIP: c.vip, Instance: g.instance[c.vip], Others: c.macs, Started: c.started, Released: c.released, Lasted: c.lasted})
+		}
 		macs := macList(c.macs)
 		switch {
 		case c.started:

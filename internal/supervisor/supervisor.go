@@ -67,6 +67,10 @@ type Options struct {
 	// lifetime. A program that also runs other commands should run one
 	// Reaper and pass it here.
 	Reaper *Reaper
+	// Died, when set, gets every death of keepalived that Run restarts
+	// (or ends on, in a crash loop) after: its exit status, how long it
+	// ran, and the delay before its restart.
+	Died func(status string, uptime, restartIn time.Duration)
 }
 
 // Args returns keepalived's arguments for config: in the foreground, logging
@@ -318,11 +322,14 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.logger.Warn("keepalived died", "pid", status.PID, "status", status.String(),
 				"uptime", now.Sub(startedAt).Round(time.Millisecond).String())
 			s.drainGroup(status.PID)
+			delay := s.backoff(len(deathTimes))
+			if s.opts.Died != nil {
+				s.opts.Died(status.String(), now.Sub(startedAt), delay)
+			}
 			if len(deathTimes) >= s.opts.CrashLoopDeaths {
 				return fmt.Errorf("keepalived crash loop: %d deaths within %s, last %s",
 					len(deathTimes), s.opts.CrashLoopWindow, status)
 			}
-			delay := s.backoff(len(deathTimes))
 			s.logger.Info("restarting keepalived", "delay", delay.String(), "recent_deaths", len(deathTimes))
 			timer := time.NewTimer(delay)
 			select {

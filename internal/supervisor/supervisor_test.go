@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -334,9 +335,16 @@ func TestOutputPassedThrough(t *testing.T) {
 func TestRestartWithBackoff(t *testing.T) {
 	f := newFake(t)
 	f.set("exit-code", "3")
+	var mu sync.Mutex
+	var died []string
 	r, logs := startFake(t, f, func(o *Options) {
 		o.BackoffMin = 10 * time.Millisecond
 		o.BackoffMax = 40 * time.Millisecond
+		o.Died = func(status string, uptime, restartIn time.Duration) {
+			mu.Lock()
+			died = append(died, fmt.Sprintf("%s, restart in %s", status, restartIn))
+			mu.Unlock()
+		}
 	})
 	wait.For(t, "5 deaths", func() bool { return r.s.Deaths() >= 5 })
 	f.unset("exit-code")
@@ -368,6 +376,12 @@ func TestRestartWithBackoff(t *testing.T) {
 	}
 	if err := r.stop(t); err != nil {
 		t.Errorf("Run = %v, want nil", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	wantDied := []string{"exit status 3, restart in 10ms", "exit status 3, restart in 20ms", "exit status 3, restart in 40ms"}
+	if len(died) < len(wantDied) || !slices.Equal(died[:len(wantDied)], wantDied) {
+		t.Errorf("Died got %q, want it to start with %q", died, wantDied)
 	}
 }
 
