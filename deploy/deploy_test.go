@@ -544,21 +544,28 @@ func checkWorkload(t *testing.T, b *built) {
 	}
 }
 
-// peersRole is the Role of OPENSHIFT_HA_UNICAST_PEERS_FROM=pods.
-const peersRole = "ipfailover-peers"
+// peersRole is the Role of OPENSHIFT_HA_UNICAST_PEERS_FROM=pods,
+// eventsRole the one of the Events on the pods.
+const (
+	peersRole  = "ipfailover-peers"
+	eventsRole = "ipfailover-events"
+)
 
 // checkPeers: with OPENSHIFT_HA_UNICAST_PEERS_FROM=pods the pod mounts its
 // service account token, has its own name and namespace from the Downward
 // API, and its ServiceAccount is bound to a Role of this namespace that
 // allows get, list, watch and patch on pods and nothing more (a ClusterRole
-// would not even decode here). Without it, no token and no such Role.
+// would not even decode here), and to one that allows creating and
+// patching events.k8s.io events and nothing more. Without it, no token
+// and no such Roles.
 func checkPeers(t *testing.T, b *built, kind string, spec corev1.PodSpec, c corev1.Container, cm *corev1.ConfigMap) {
 	t.Helper()
 	token := spec.AutomountServiceAccountToken != nil && *spec.AutomountServiceAccountToken
-	role, hasRole := b.roles[peersRole]
+	_, hasRole := b.roles[peersRole]
+	_, hasEvents := b.roles[eventsRole]
 	if cm.Data["OPENSHIFT_HA_UNICAST_PEERS_FROM"] != "pods" {
-		if token || hasRole {
-			t.Errorf("%s: multicast, but the token is mounted (%v) or the Role %s is there (%v)", kind, token, peersRole, hasRole)
+		if token || hasRole || hasEvents {
+			t.Errorf("%s: multicast, but the token is mounted (%v) or the Role %s (%v) or %s (%v) is there", kind, token, peersRole, hasRole, eventsRole, hasEvents)
 		}
 		return
 	}
@@ -571,20 +578,29 @@ func checkPeers(t *testing.T, b *built, kind string, spec corev1.PodSpec, c core
 			t.Errorf("%s: env %s is not the Downward API's %s", kind, name, field)
 		}
 	}
-	if !hasRole {
-		t.Fatalf("Role %s missing from the build", peersRole)
+	checkRole(t, b, peersRole, spec.ServiceAccountName, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}}})
+	checkRole(t, b, eventsRole, spec.ServiceAccountName, []rbacv1.PolicyRule{{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}})
+}
+
+// checkRole: the Role name of the build allows want and nothing more, and
+// a RoleBinding gives it to account.
+func checkRole(t *testing.T, b *built, name, account string, want []rbacv1.PolicyRule) {
+	t.Helper()
+	role, ok := b.roles[name]
+	if !ok {
+		t.Errorf("Role %s missing from the build", name)
+		return
 	}
-	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}}}
 	if diff := cmp.Diff(want, role.Rules); diff != "" {
-		t.Errorf("Role %s rules (-want +got):\n%s", peersRole, diff)
+		t.Errorf("Role %s rules (-want +got):\n%s", name, diff)
 	}
 	bound := slices.ContainsFunc(b.roleBindings, func(rb *rbacv1.RoleBinding) bool {
-		return rb.RoleRef.Kind == "Role" && rb.RoleRef.Name == peersRole && slices.ContainsFunc(rb.Subjects, func(s rbacv1.Subject) bool {
-			return s.Kind == rbacv1.ServiceAccountKind && s.Name == spec.ServiceAccountName && subjectNamespace(rb, s) == namespace
+		return rb.RoleRef.Kind == "Role" && rb.RoleRef.Name == name && slices.ContainsFunc(rb.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == rbacv1.ServiceAccountKind && s.Name == account && subjectNamespace(rb, s) == namespace
 		})
 	})
 	if !bound {
-		t.Errorf("no RoleBinding gives ServiceAccount %s the Role %s", spec.ServiceAccountName, peersRole)
+		t.Errorf("no RoleBinding gives ServiceAccount %s the Role %s", account, name)
 	}
 }
 
@@ -761,7 +777,7 @@ func checkSCC(t *testing.T, b *built, account string) {
 	t.Helper()
 	granted := map[string]bool{}
 	for _, rb := range b.roleBindings {
-		if rb.RoleRef.Name == peersRole {
+		if rb.RoleRef.Name == peersRole || rb.RoleRef.Name == eventsRole {
 			continue
 		}
 		bound := slices.ContainsFunc(rb.Subjects, func(s rbacv1.Subject) bool {

@@ -22,7 +22,7 @@ type portCheck struct {
 // newPortCheck prepares the built-in check when p uses it (nil otherwise)
 // and tells keepalived, before it starts, that the check fails until the
 // first probes pass.
-func newPortCheck(p *plan.Plan, log *slog.Logger) (*portCheck, error) {
+func newPortCheck(p *plan.Plan, log *slog.Logger, events *operatorEvents) (*portCheck, error) {
 	cfg := p.Config
 	if cfg.Check != config.CheckPort {
 		return nil, nil
@@ -32,9 +32,13 @@ func newPortCheck(p *plan.Plan, log *slog.Logger) (*portCheck, error) {
 		return nil, fmt.Errorf("check: %w", err)
 	}
 	c := &portCheck{tcp: check.NewTCP(cfg.CheckTarget(p.Node)), metrics: metrics.NewCheckMetrics()}
+	var rec check.Recorder = c.metrics
+	if events != nil {
+		rec = &checkEvents{Recorder: c.metrics, o: events, target: c.tcp.String}
+	}
 	c.checker = check.New(check.Options{
 		Prober: c.tcp, Setting: "OPENSHIFT_HA_MONITOR_PORT", Reporter: file, Period: cfg.CheckInterval,
-		Recorder: c.metrics, Logger: log,
+		Recorder: rec, Logger: log,
 	})
 	return c, nil
 }

@@ -64,14 +64,10 @@ func podIdentity(cfg *config.Config) (namespace string, err error) {
 // (p's unicast sources), starts the watch of the workload in group and
 // waits until it lists the workload; it keeps trying while the API server
 // does not answer.
-func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p *plan.Plan, group *component.Group) (*podPeers, error) {
+func startPodPeers(ctx context.Context, log *slog.Logger, cfg *config.Config, p *plan.Plan, client *membership.Client, group *component.Group) (*podPeers, error) {
 	ns, err := podIdentity(cfg)
 	if err != nil {
 		return nil, err
-	}
-	client, err := membership.NewClient("ipfailover/" + version)
-	if err != nil {
-		return nil, &plan.ConfigError{Err: err}
 	}
 	w := membership.New(membership.Options{Client: client, Reconnect: client.CloseConnections, Namespace: ns, Pod: cfg.PodName, Logger: log, Adverts: speaks(cfg)})
 	log.Info("finding the unicast peers: the other pods of this pod's workload", "pod", cfg.PodName, "namespace", ns)

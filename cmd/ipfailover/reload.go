@@ -54,6 +54,8 @@ type reloader struct {
 	guard *splitbrain.Guard
 	relay *relay.Relay // nil without the multicast bridge
 	pods  *podPeers    // nil unless the peers come from the pods
+	// events records the fleet's adverts changing (nil: none).
+	events *operatorEvents
 
 	current *plan.Plan
 }
@@ -221,8 +223,9 @@ func (r *reloader) apply(p *plan.Plan, why string) bool {
 		r.log.Error("reload failed", "reason", why, "error", err)
 		return false
 	}
-	if p.AdvertInterval() != r.current.AdvertInterval() {
+	if p.AdvertInterval() != r.current.AdvertInterval() || p.VRRPVersion() != r.current.VRRPVersion() {
 		logAdverts(r.log, p)
+		r.events.adverts(p)
 	}
 	r.current = p
 	attrs := []any{"reason", why, "instances", len(p.Instances)}

@@ -13,6 +13,7 @@ import (
 	"github.com/ipfailover/ipfailover/internal/component"
 	"github.com/ipfailover/ipfailover/internal/host"
 	"github.com/ipfailover/ipfailover/internal/keepalived"
+	"github.com/ipfailover/ipfailover/internal/membership"
 	"github.com/ipfailover/ipfailover/internal/metrics"
 	"github.com/ipfailover/ipfailover/internal/plan"
 	"github.com/ipfailover/ipfailover/internal/relay"
@@ -69,14 +70,27 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		}
 		defer starting.Stop()
 	}
+	// In a pod with its service account, the API server: the peers from
+	// the pods need it, the Events use it when it is there.
+	api, apiErr := membership.NewClient("ipfailover/" + version)
+	if p.Config.PeersFromPods {
+		if _, err := podIdentity(p.Config); err != nil {
+			return err
+		}
+		if apiErr != nil {
+			return &plan.ConfigError{Err: apiErr}
+		}
+	}
+	events := startEvents(log, p.Config, api, group)
 	// With the peers from the pods: publish this pod's address and list
 	// the others before the host changes (and before keepalived starts, so
 	// that the others list this pod well inside its master-down interval).
 	var pods *podPeers
 	if p.Config.PeersFromPods {
-		if pods, err = startPodPeers(ctx, log, p.Config, p, group); err != nil {
+		if pods, err = startPodPeers(ctx, log, p.Config, p, api, group); err != nil {
 			return err
 		}
+		events.followPods(pods)
 		fleet, _ := pods.fleet()
 		if p, err = plan.New(p.Config, nl, fleet); err != nil {
 			return err
@@ -105,7 +119,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		return err
 	}
 	log.Info("wrote keepalived configuration", "path", cfg.KeepalivedConfig, "bytes", len(p.Text))
-	chk, err := newPortCheck(p, log)
+	chk, err := newPortCheck(p, log, events)
 	if err != nil {
 		return err
 	}
@@ -120,6 +134,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		Stdout: os.Stdout, Stderr: os.Stderr,
 		Logger: log,
 		Reaper: reaper,
+		Died:   events.died,
 	})
 	var bridge *relay.Relay
 	if needsBridge(cfg) {
@@ -127,7 +142,12 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		bridge.SetListeners(bridgeListeners(cfg, p.Fleet))
 	}
 	takeovers := metrics.NewTakeoverMetrics()
-	guardOpts := splitbrain.Options{Plan: p, Host: nl, Keepalived: sup, Logger: log, Took: takeovers.Took, Released: takeovers.Released}
+	guardOpts := splitbrain.Options{
+		Plan: p, Host: nl, Keepalived: sup, Logger: log,
+		Took:       func(t splitbrain.Takeover) { takeovers.Took(t); events.took(t) },
+		Released:   func(r splitbrain.Release) { takeovers.Released(r); events.released(r) },
+		Duplicated: events.duplicated,
+	}
 	if bridge != nil {
 		guardOpts.Notified = bridge.Note
 	}
@@ -178,7 +198,7 @@ func run(ctx context.Context, log *slog.Logger, hup <-chan os.Signal) error {
 		group.Go("multicast-bridge", component.Auxiliary, bridge.Run)
 	}
 	group.Go("split-brain-guard", component.Auxiliary, guard.Run)
-	rl := &reloader{log: log, nl: nl, sup: sup, chk: chk, guard: guard, relay: bridge, pods: pods, current: p}
+	rl := &reloader{log: log, nl: nl, sup: sup, chk: chk, guard: guard, relay: bridge, pods: pods, events: events, current: p}
 	group.Go("reloader", component.Essential, func(ctx context.Context) error { return rl.run(ctx, hup) })
 
 	// Ready once keepalived runs its instances (the metrics server looks).
