@@ -48,6 +48,14 @@ var explained = map[string]struct {
 	"Failed":            configmapCacheRace,
 	"FailedMount":       configmapCacheRace,
 	"MissingClusterDNS": {readme: "`MissingClusterDNS`: this cluster has no DNS"},
+	// ipfailover's own, about the faults the tests make.
+	"CheckFailing":        {readme: "`CheckFailing`: the check of `OPENSHIFT_HA_MONITOR_PORT` fails on that node"},
+	"SplitBrain":          {readme: "`SplitBrain`: another host answers for a VIP the pod's node holds"},
+	"KeepalivedRestarted": {readme: "`KeepalivedRestarted`: keepalived died"},
+	"VIPReleased": {
+		readme: "`VIPReleased` with FAULT",
+		when:   func(e corev1.Event) bool { return strings.Contains(e.Message, "FAULT") },
+	},
 	"CgroupV1": {
 		readme: "`CgroupV1`: this machine's cgroups",
 		when:   func(e corev1.Event) bool { return e.InvolvedObject.Kind == "Node" },
