@@ -42,7 +42,7 @@ func TestEventNotes(t *testing.T) {
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
-		w.Write([]byte(`{}`))
+		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer srv.Close()
 	client, err := membership.NewEventsClient(&rest.Config{Host: srv.URL})

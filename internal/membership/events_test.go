@@ -63,7 +63,7 @@ func (s *eventsServer) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
-		w.Write(body)
+		_, _ = w.Write(body)
 	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/apis/events.k8s.io/v1/namespaces/ipfailover/events/"):
 		if ct := r.Header.Get("Content-Type"); ct != "application/merge-patch+json" {
 			s.t.Errorf("a patch of %s", ct)
