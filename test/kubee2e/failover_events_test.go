@@ -54,10 +54,10 @@ func TestFailoverEvents(t *testing.T) {
 		podsReady(ctx, t, c)
 	})
 
-	var cutTook time.Duration
+	var cutTook, cutMaster time.Duration
 	t.Run("a holder node's link cut", func(t *testing.T) {
-		victim, moved, after, began, took := cutHolder(ctx, t, c)
-		cutTook = took
+		victim, moved, after, began, took, master := cutHolder(ctx, t, c)
+		cutTook, cutMaster = took, master
 		takenEvents(ctx, t, c, moved, after, victim, began, "its adverts stopped")
 		restoreLink(ctx, t, c, victim)
 	})
@@ -76,8 +76,9 @@ func TestFailoverEvents(t *testing.T) {
 		if err := c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
 			t.Fatal(err)
 		}
-		victim, moved, after, _, took := cutHolder(ctx, t, c)
-		t.Logf("VIPs moved in %s with the API server stopped, %s with it running", took.Round(time.Millisecond), cutTook.Round(time.Millisecond))
+		victim, moved, after, _, took, master := cutHolder(ctx, t, c)
+		t.Logf("with the API server stopped: VIPs moved in %s as the client saw it, MASTER %s after the last advert as the taking node timed it; with it running: %s and %s",
+			took.Round(time.Millisecond), master.Round(time.Millisecond), cutTook.Round(time.Millisecond), cutMaster.Round(time.Millisecond))
 		if err := victim.RestoreLink(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -100,12 +101,26 @@ func TestFailoverEvents(t *testing.T) {
 }
 
 // cutHolder cuts the link of the holder of vips[0] and waits until its
-// VIPs moved.
-func cutHolder(ctx context.Context, t *testing.T, c *kube.Cluster) (victim *kube.Machine, moved []netip.Addr, after lab.HolderMap, began time.Time, took time.Duration) {
+// VIPs moved: took is the time the client saw, master the mean of the
+// taking nodes' own times from the last advert to MASTER
+// (ipfailover_takeover_seconds, stage master).
+func cutHolder(ctx context.Context, t *testing.T, c *kube.Cluster) (victim *kube.Machine, moved []netip.Addr, after lab.HolderMap, began time.Time, took, master time.Duration) {
 	t.Helper()
 	h := settled(ctx, t, c, vips)
 	victim = c.Machine(h[vips[0]])
 	moved = heldBy(h, victim.Lab(), vips)
+	silent := map[string]string{"cause": "silent", "stage": "master"}
+	counts, sums := map[string]uint64{}, map[string]float64{}
+	for _, n := range c.Nodes {
+		if n == victim {
+			continue
+		}
+		m, err := c.Metrics(ctx, n.Lab())
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[n.Name], sums[n.Name], _ = m.Histogram("ipfailover_takeover_seconds", silent)
+	}
 	began = time.Now()
 	if err := victim.CutLink(); err != nil {
 		t.Fatal(err)
@@ -119,7 +134,21 @@ func cutHolder(ctx context.Context, t *testing.T, c *kube.Cluster) (victim *kube
 	})
 	after, took = movedOff(ctx, t, c, victim, moved, vips, began)
 	t.Logf("%s cut off: %v moved in %s; holders %s", victim.Name, moved, took.Round(time.Millisecond), after)
-	return victim, moved, after, began, took
+	var n uint64
+	var sum float64
+	for _, taker := range takers(after, moved) {
+		m, err := c.Metrics(ctx, taker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count, s, _ := m.Histogram("ipfailover_takeover_seconds", silent)
+		n, sum = n+count-counts[taker.Name], sum+s-sums[taker.Name]
+	}
+	if n == 0 {
+		t.Fatalf("no node that took %v counted a silent takeover", moved)
+	}
+	master = time.Duration(sum / float64(n) * float64(time.Second))
+	return victim, moved, after, began, took, master
 }
 
 // restoreLink puts victim back on the network and waits for every pod.
