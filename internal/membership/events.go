@@ -186,8 +186,8 @@ func (e *Events) Record(ev Event) {
 
 // series is an event written, and its repeats since.
 type series struct {
-	name, reason string
-	count        int32
+	key, name, reason string
+	count             int32
 	// last is when it last happened; written says whether the API server
 	// has the count.
 	last    time.Time
@@ -226,7 +226,12 @@ type writer struct {
 // not answer; the events in between are dropped without one.
 const retryDown = 5 * time.Second
 
-// Run writes the recorded events until ctx ends.
+// drainTime bounds the writing of the events queued when Run is stopped
+// (a pod's last ones: the VIPs it released as it stopped).
+const drainTime = time.Second
+
+// Run writes the recorded events until ctx ends, then what is queued for
+// up to drainTime.
 func (e *Events) Run(ctx context.Context) error {
 	w := &writer{Events: e, series: map[string]*series{}, buckets: map[string]*bucket{}, limited: map[string]int{}, refused: map[string]bool{}}
 	tick := time.NewTicker(time.Second)
@@ -234,13 +239,31 @@ func (e *Events) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			w.drain(ctx, nil)
 			return nil
 		case r := <-e.queue:
+			if ctx.Err() != nil {
+				w.drain(ctx, &r)
+				return nil
+			}
 			w.write(ctx, r)
 		case now := <-tick.C:
 			w.flush(ctx, now)
 		}
 		w.overflowing()
+	}
+}
+
+// drain writes first, if set, and the queued events, for up to drainTime
+// after ctx ended.
+func (w *writer) drain(ctx context.Context, first *recorded) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTime)
+	defer cancel()
+	if first != nil {
+		w.write(dctx, *first)
+	}
+	for dctx.Err() == nil && len(w.queue) > 0 {
+		w.write(dctx, <-w.queue)
 	}
 }
 
@@ -309,7 +332,7 @@ func (w *writer) write(ctx context.Context, r recorded) {
 	if !w.answered(r.Reason, err) {
 		return
 	}
-	w.series[key] = &series{name: name, reason: r.Reason, count: 1, last: r.at, written: true}
+	w.series[key] = &series{key: key, name: name, reason: r.Reason, count: 1, last: r.at, written: true}
 }
 
 // overflowing says when the queue starts dropping events, and how many it
@@ -334,6 +357,11 @@ func (w *writer) patch(ctx context.Context, reason string, s *series) {
 	rctx, cancel := context.WithTimeout(ctx, w.o.Timeout)
 	err := w.o.Client.patch(rctx, w.o.Namespace, s.name, eventSeries{Count: s.count, LastObservedTime: metav1.NewMicroTime(s.last)})
 	cancel()
+	if apierrors.IsNotFound(err) {
+		// The API server let the event expire (its --event-ttl): the
+		// next repeat starts a new one.
+		delete(w.series, s.key)
+	}
 	if w.answered(reason, err) {
 		s.written = true
 	}

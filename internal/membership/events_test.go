@@ -292,3 +292,25 @@ func TestClip(t *testing.T) {
 		t.Errorf("clip = %q", got)
 	}
 }
+
+// The events queued when Run stops are written (a stopping pod's last
+// ones), within drainTime.
+func TestEventsQueuedAtStop(t *testing.T) {
+	s := newEventsServer(t)
+	ec, err := NewEventsClient(&rest.Config{Host: s.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEvents(EventsOptions{Client: ec, Namespace: "ipfailover", Pod: "self", Instance: "node1"})
+	for _, note := range []string{"a", "b", "c"} {
+		e.Record(Event{Reason: "VIPReleased", Action: "Release", Note: note})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := e.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.counts(); c != 3 {
+		t.Errorf("%d of the 3 queued events written at the stop", c)
+	}
+}
