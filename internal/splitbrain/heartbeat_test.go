@@ -202,3 +202,44 @@ func TestTakeoverCauses(t *testing.T) {
 		t.Errorf("told %+v, want the second without an announcement", got)
 	}
 }
+
+// TestTakeoverRacingBackup: when the master dies, two backups of close
+// priorities may both become master; this node may hear the other's first
+// advert before its own MASTER line. The takeover is the dead master's
+// (silent, from it), not a preemption of the other backup; a node heard
+// for longer than two intervals is the master taken from.
+func TestTakeoverRacingBackup(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	v3 := func(priority byte) []byte { return []byte{0x31, 11, priority, 1, 0, 20, 0, 0, 192, 0, 2, 100} }
+	dead, racer := netip.MustParseAddr("192.0.2.12"), netip.MustParseAddr("192.0.2.13")
+	for _, tt := range []struct {
+		name      string
+		racerFor  time.Duration
+		wantCause string
+		wantFrom  netip.Addr
+	}{
+		{"a backup racing", 0, CauseSilent, dead},
+		{"a master for a second", time.Second, CausePreemption, racer},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newAdvertClock()
+			var got []Takeover
+			tk := newTakeovers(clock, func(x Takeover) { got = append(got, x) }, nil)
+			tk.replan(map[string]key{"X": {vrid: 11}}, map[string][]netip.Addr{"X": {netip.MustParseAddr("192.0.2.100")}}, map[string]int{"X": 100})
+			tk.restart(t0)
+			tk.note(t0, "X", "BACKUP")
+			at := t0.Add(5 * time.Second)
+			for d := 2 * time.Second; d >= 610*time.Millisecond; d -= 200 * time.Millisecond {
+				clock.heard(v3(200), dead, false, at.Add(-d-tt.racerFor))
+			}
+			for d := tt.racerFor; d >= 0; d -= 200 * time.Millisecond {
+				clock.heard(v3(99), racer, false, at.Add(-d-2*time.Millisecond))
+			}
+			tk.note(at, "X", "MASTER")
+			tk.due(at.Add(announceWait))
+			if len(got) != 1 || got[0].Cause != tt.wantCause || got[0].From != tt.wantFrom {
+				t.Fatalf("told %+v, want one, %s from %s", got, tt.wantCause, tt.wantFrom)
+			}
+		})
+	}
+}

@@ -82,10 +82,17 @@ type lastAdvert struct {
 // reads; safe for concurrent use.
 type advertClock struct {
 	mu   sync.Mutex
-	last map[key]lastAdvert
+	last map[key]heardAdverts
 }
 
-func newAdvertClock() *advertClock { return &advertClock{last: map[key]lastAdvert{}} }
+// heardAdverts are an instance's last advert, when its node's run of
+// adverts began (since), and the last advert of the node heard before it.
+type heardAdverts struct {
+	last, prev lastAdvert
+	since      time.Time
+}
+
+func newAdvertClock() *advertClock { return &advertClock{last: map[key]heardAdverts{}} }
 
 // heard notes an advert; b is as the raw socket delivers it.
 func (c *advertClock) heard(b []byte, src netip.Addr, v6 bool, at time.Time) {
@@ -102,16 +109,39 @@ func (c *advertClock) heard(b []byte, src netip.Addr, v6 bool, at time.Time) {
 	default:
 		return
 	}
+	k := key{v6: v6, vrid: int(b[1])}
 	c.mu.Lock()
-	c.last[key{v6: v6, vrid: int(b[1])}] = a
+	h, ok := c.last[k]
+	if !ok || h.last.src != src {
+		h.prev, h.since = h.last, at
+	}
+	h.last = a
+	c.last[k] = h
 	c.mu.Unlock()
 }
 
+// get returns the last advert heard for k.
 func (c *advertClock) get(k key) (lastAdvert, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a, ok := c.last[k]
-	return a, ok
+	h, ok := c.last[k]
+	return h.last, ok
+}
+
+// master returns the last advert of the node that was master of k before
+// this node took it: the last advert heard, unless its node began sending
+// less than two of its intervals before, after another node's adverts.
+// That node is a backup that became master at the same moment as this
+// one (their priorities, and so their master-down intervals, are close):
+// the master before both is the other node.
+func (c *advertClock) master(k key) (lastAdvert, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.last[k]
+	if ok && h.prev.src.IsValid() && h.last.at.Sub(h.since) < 2*h.last.interval {
+		return h.prev, true
+	}
+	return h.last, ok
 }
 
 // announceWait is how long a takeover waits for this node's first
@@ -186,7 +216,7 @@ func (t *takeovers) note(now time.Time, instance, state string) {
 	switch {
 	case state == "MASTER" && was != "MASTER":
 		to := &Takeover{Instance: instance, VIPs: vips, At: now, Cause: CauseStart}
-		if a, ok := t.clock.get(k); ok && !a.at.Before(t.started) {
+		if a, ok := t.clock.master(k); ok && !a.at.Before(t.started) {
 			to.From, to.LastAdvert = a.src, a.at
 			switch {
 			case a.priority == 0:
