@@ -56,10 +56,10 @@ func TestFailoverEvents(t *testing.T) {
 
 	var cutTook, cutMaster time.Duration
 	t.Run("a holder node's link cut", func(t *testing.T) {
-		victim, moved, after, began, took, master := cutHolder(ctx, t, c)
-		cutTook, cutMaster = took, master
-		takenEvents(ctx, t, c, moved, after, victim, began, "its adverts stopped")
-		restoreLink(ctx, t, c, victim)
+		cut := cutHolder(ctx, t, c)
+		cutTook, cutMaster = cut.took, cut.master
+		takenEvents(ctx, t, c, cut.moved, cut.after, cut.victim, cut.began, "its adverts stopped")
+		restoreLink(ctx, t, c, cut.victim)
 	})
 
 	t.Run("the API server stopped during a link cut", func(t *testing.T) {
@@ -76,10 +76,10 @@ func TestFailoverEvents(t *testing.T) {
 		if err := c.ControlPlane.Stop(ctx, kube.APIServer); err != nil {
 			t.Fatal(err)
 		}
-		victim, moved, after, _, took, master := cutHolder(ctx, t, c)
+		cut := cutHolder(ctx, t, c)
 		t.Logf("with the API server stopped: VIPs moved in %s as the client saw it, MASTER %s after the last advert as the taking node timed it; with it running: %s and %s",
-			took.Round(time.Millisecond), master.Round(time.Millisecond), cutTook.Round(time.Millisecond), cutMaster.Round(time.Millisecond))
-		if err := victim.RestoreLink(ctx); err != nil {
+			cut.took.Round(time.Millisecond), cut.master.Round(time.Millisecond), cutTook.Round(time.Millisecond), cutMaster.Round(time.Millisecond))
+		if err := cut.victim.RestoreLink(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.ControlPlane.Start(ctx, kube.APIServer); err != nil {
@@ -91,7 +91,7 @@ func TestFailoverEvents(t *testing.T) {
 		podsReady(ctx, t, c)
 		// Every node that took one of the VIPs tried to write its Event
 		// and says the API server did not answer.
-		for _, n := range takers(after, moved) {
+		for _, n := range takers(cut.after, cut.moved) {
 			log := logsOf(ctx, t, c, podOn(t, pods, n.Name).Name)
 			if !bytes.Contains(log, []byte("events: the API server does not answer; events are dropped until it does")) {
 				t.Errorf("%s took a VIP while the API server was stopped; its log does not say its events were dropped:\n%s", n.Name, tail(log, 30))
@@ -100,12 +100,29 @@ func TestFailoverEvents(t *testing.T) {
 	})
 }
 
-// cutHolder cuts the link of the holder of vips[0] and waits until its
-// VIPs moved: took is the time the client saw, master the mean of the
-// taking nodes' own times from the last advert to MASTER
+// cutLink is a holder's link cut: its VIPs (moved) and their holders
+// after; took is the time the client saw, master the mean of the taking
+// nodes' own times from the last advert to MASTER
 // (ipfailover_takeover_seconds, stage master).
-func cutHolder(ctx context.Context, t *testing.T, c *kube.Cluster) (victim *kube.Machine, moved []netip.Addr, after lab.HolderMap, began time.Time, took, master time.Duration) {
+type cutLink struct {
+	victim       *kube.Machine
+	moved        []netip.Addr
+	after        lab.HolderMap
+	began        time.Time
+	took, master time.Duration
+}
+
+// cutHolder cuts the link of the holder of vips[0] and waits until its
+// VIPs moved.
+func cutHolder(ctx context.Context, t *testing.T, c *kube.Cluster) cutLink {
 	t.Helper()
+	var (
+		victim       *kube.Machine
+		moved        []netip.Addr
+		after        lab.HolderMap
+		began        time.Time
+		took, master time.Duration
+	)
 	h := settled(ctx, t, c, vips)
 	victim = c.Machine(h[vips[0]])
 	moved = heldBy(h, victim.Lab(), vips)
@@ -148,7 +165,7 @@ func cutHolder(ctx context.Context, t *testing.T, c *kube.Cluster) (victim *kube
 		t.Fatalf("no node that took %v counted a silent takeover", moved)
 	}
 	master = time.Duration(sum / float64(n) * float64(time.Second))
-	return victim, moved, after, began, took, master
+	return cutLink{victim: victim, moved: moved, after: after, began: began, took: took, master: master}
 }
 
 // restoreLink puts victim back on the network and waits for every pod.
