@@ -94,7 +94,7 @@ dashboard:
 	$(GO) test -count=1 ./test/dashboard -run '^TestDashboard(JSON|Reference)$$' -update
 
 # dashboard-picture runs the dashboard's queries on a lab fleet (as root)
-# and draws its main panels from the run into docs/dashboard.png.
+# and draws its main panels from the run into docs/dashboard.svg.
 dashboard-picture: deps $(PROMETHEUS)
 	PROMETHEUS=$(PROMETHEUS) $(GO) test -count=1 -timeout 10m ./test/dashboard -run '^TestDashboardOnAFleet$$' -picture
 

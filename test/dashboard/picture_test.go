@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"image"
 	"image/color"
@@ -20,7 +21,7 @@ import (
 
 // picturePath is where -picture writes the dashboard's main panels, drawn
 // from a run's series.
-const picturePath = "../../docs/dashboard.png"
+const picturePath = "../../docs/dashboard.svg"
 
 // pictured are the panels the picture shows, in order, two to a row: what
 // an operator looks at first during a failover.
@@ -174,7 +175,8 @@ func legendText(format string, labels map[string]string) string {
 }
 
 // writePicture draws the pictured panels of d from the run's results into
-// the PNG at path.
+// the SVG at path: the drawing as a PNG inside it, so that the repository
+// tracks text only (test/tree) and the page shows it as an image.
 func writePicture(path string, d committedDashboard, results map[string][]result, steps []step, start, end time.Time) error {
 	img, err := drawPanels(d, results, steps, start, end)
 	if err != nil {
@@ -184,7 +186,16 @@ func writePicture(path string, d committedDashboard, results map[string][]result
 	if err := png.Encode(&buf, img); err != nil {
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return os.WriteFile(path, svgOf(buf.Bytes(), img.Bounds().Dx(), img.Bounds().Dy()), 0o644)
+}
+
+// svgOf is an SVG image of w by h pixels showing the PNG pic.
+func svgOf(pic []byte, w, h int) []byte {
+	return fmt.Appendf(nil, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">
+<title>The ipfailover dashboard's main panels, drawn from a lab run</title>
+<image width="%d" height="%d" href="data:image/png;base64,%s"/>
+</svg>
+`, w, h, w, h, w, h, base64.StdEncoding.EncodeToString(pic))
 }
 
 // drawPanels draws the pictured panels of d from the run's results.
