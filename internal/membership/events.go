@@ -271,6 +271,12 @@ func seriesKey(ev Event) string {
 	return fmt.Sprint(ev.Warning, "\x00", ev.Reason, "\x00", ev.Action, "\x00", ev.Note)
 }
 
+// waiting says whether the API server did not answer the last request,
+// tried less than retryDown before at: nothing is sent until then.
+func (w *writer) waiting(at time.Time) bool {
+	return w.down && at.Sub(w.tried) < retryDown
+}
+
 // take takes one of reason's writes, if it has one left.
 func (w *writer) take(reason string, now time.Time) bool {
 	b := w.buckets[reason]
@@ -293,9 +299,14 @@ func (w *writer) write(ctx context.Context, r recorded) {
 	if s := w.series[key]; s != nil && r.at.Sub(s.last) < w.o.SeriesWindow {
 		s.count++
 		s.last, s.written = r.at, false
-		if w.take(r.Reason, r.at) {
+		if !w.waiting(r.at) && w.take(r.Reason, r.at) {
 			w.patch(ctx, r.Reason, s)
 		}
+		return
+	}
+	// An event lost to an outage leaves its reason's bound as it was.
+	if w.waiting(r.at) {
+		w.lost()
 		return
 	}
 	if !w.take(r.Reason, r.at) {
@@ -304,10 +315,6 @@ func (w *writer) write(ctx context.Context, r recorded) {
 				"bound", fmt.Sprintf("%d, then one every %s", w.o.Burst, w.o.Refill))
 		}
 		w.limited[r.Reason]++
-		return
-	}
-	if w.down && r.at.Sub(w.tried) < retryDown {
-		w.lost()
 		return
 	}
 	name := fmt.Sprintf("%s.%x", w.o.Pod, r.at.UnixNano())
@@ -351,7 +358,7 @@ func (w *writer) overflowing() {
 
 // patch writes s's count.
 func (w *writer) patch(ctx context.Context, reason string, s *series) {
-	if w.down && time.Since(w.tried) < retryDown {
+	if w.waiting(time.Now()) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, w.o.Timeout)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -268,6 +269,28 @@ func TestEventsWhileTheAPIServerIsDown(t *testing.T) {
 	if !strings.Contains(l, "dropped=") || !strings.Contains(l, "queue is full") {
 		t.Errorf("the log does not say how many events were dropped:\n%s", l)
 	}
+}
+
+// Events lost while the API server does not answer leave their reason's
+// bound as it was: the first events after the outage are written.
+func TestEventsLostToAnOutageKeepTheirBound(t *testing.T) {
+	s := newEventsServer(t)
+	e, _ := startEvents(t, s, EventsOptions{Timeout: 200 * time.Millisecond, Burst: 3, Refill: time.Hour})
+	e.Record(Event{Reason: "VIPTaken", Action: "Take", Note: "before"})
+	eventually(t, "the first event", func() bool { c, _ := s.counts(); return c == 1 })
+	s.setDown(true)
+	for i := range 20 {
+		e.Record(Event{Reason: "VIPTaken", Action: "Take", Note: fmt.Sprint("during ", i)})
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.setDown(false)
+	time.Sleep(retryDown)
+	e.Record(Event{Reason: "VIPTaken", Action: "Take", Note: "after"})
+	eventually(t, "the event after the outage", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.created[len(s.created)-1]["note"] == "after"
+	})
 }
 
 // Record on a writer that is not running never blocks; a nil Events
