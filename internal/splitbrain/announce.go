@@ -52,13 +52,29 @@ type contests struct {
 	spacing time.Duration
 
 	// held are the VIPs on the interface at the last listing: a claim on
-	// another (read before this node let it go) starts nothing.
+	// another (read before this node let it go) starts nothing at once.
 	held map[netip.Addr]bool
+	// early is the last claim on each VIP not held, kept for a round: a
+	// host that took the VIP at the same moment as this node (two backups
+	// of close priorities whose master-down timers fired together) sends
+	// its gratuitous ARP as it takes it, often before this node's listing
+	// shows the VIP, and then yields without a word when it hears this
+	// node's advert, which on a one-way partition this node never learns.
+	// Its clients follow it there and stay, until keepalived's next
+	// announcement (garp_master_delay, 5 s). A VIP that arrives within a
+	// round of such a claim starts a contest with that host.
+	early map[netip.Addr]earlyClaim
 	vips map[netip.Addr]*contest
 	// announced is when each held VIP was last announced; pending are
 	// announcements held back by spacing.
 	announced map[netip.Addr]time.Time
 	pending   map[netip.Addr]time.Time
+}
+
+// earlyClaim is a claim on a VIP this node did not hold when it was read.
+type earlyClaim struct {
+	at  time.Time
+	mac net.HardwareAddr
 }
 
 // contest is one VIP's: the hosts asked at the start of the round and those
@@ -90,15 +106,27 @@ type contestEnd struct {
 
 func newContests(t timing) *contests {
 	return &contests{round: t.contest, gap: t.contestGap, spacing: t.spacing,
-		held: map[netip.Addr]bool{}, vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}}
+		held: map[netip.Addr]bool{}, early: map[netip.Addr]earlyClaim{}, vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}}
 }
 
-// setHeld records which VIPs this node holds: a VIP that left ends its
-// contest without an announcement (the other host has it now, or nobody).
-func (c *contests) setHeld(held []netip.Addr) {
+// setHeld records which VIPs this node holds at now: a VIP that left ends
+// its contest without an announcement (the other host has it now, or
+// nobody); one that arrived within a round of another host's claim on it
+// starts a contest with that host, whose probe it returns.
+func (c *contests) setHeld(now time.Time, held []netip.Addr) []probeTo {
 	on := make(map[netip.Addr]bool, len(held))
+	var probes []probeTo
 	for _, v := range held {
 		on[v] = true
+		if e, ok := c.early[v]; ok && !c.held[v] && now.Sub(e.at) <= c.round {
+			c.held[v] = true
+			probes = append(probes, c.claim(now, v, e.mac)...)
+		}
+	}
+	for v, e := range c.early {
+		if on[v] || now.Sub(e.at) > c.round {
+			delete(c.early, v)
+		}
 	}
 	c.held = on
 	for _, m := range []map[netip.Addr]time.Time{c.announced, c.pending} {
@@ -113,6 +141,7 @@ func (c *contests) setHeld(held []netip.Addr) {
 			delete(c.vips, v)
 		}
 	}
+	return probes
 }
 
 // claim records that another host (mac, nil when unknown) claimed vip,
@@ -121,6 +150,7 @@ func (c *contests) setHeld(held []netip.Addr) {
 // already let go does not answer, and the contest ends after one round.
 func (c *contests) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) []probeTo {
 	if !c.held[vip] {
+		c.early[vip] = earlyClaim{at: now, mac: mac}
 		return nil
 	}
 	ct, ok := c.vips[vip]

@@ -87,7 +87,7 @@ func TestContests(t *testing.T) {
 	}{{
 		name: "the other host lets go: announced after the first round it does not answer, two rounds at most",
 		script: func(r *contestRun) {
-			r.c.setHeld([]netip.Addr{vip})
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
 			holding := true
 			r.answers = func(probeTo) bool { return holding }
 			r.claim(vip, macB) // its gratuitous ARP as it takes the VIP too
@@ -109,7 +109,7 @@ func TestContests(t *testing.T) {
 	}, {
 		name: "a probe from a host that does not have the VIP (a stray's remover): one round",
 		script: func(r *contestRun) {
-			r.c.setHeld([]netip.Addr{vip})
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
 			r.claim(vip, macB)
 			r.until(time.Second)
 		},
@@ -121,7 +121,7 @@ func TestContests(t *testing.T) {
 	}, {
 		name: "a claim without a MAC (a DAD probe) is asked of everyone",
 		script: func(r *contestRun) {
-			r.c.setHeld([]netip.Addr{vip6})
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip6}))
 			r.claim(vip6, nil)
 			r.until(time.Second)
 		},
@@ -133,11 +133,11 @@ func TestContests(t *testing.T) {
 	}, {
 		name: "this node lets go first: no announcement",
 		script: func(r *contestRun) {
-			r.c.setHeld([]netip.Addr{vip})
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
 			r.answers = func(probeTo) bool { return true }
 			r.claim(vip, macB)
 			r.until(300 * time.Millisecond)
-			r.c.setHeld(nil)
+			r.sent(r.c.setHeld(r.now, nil))
 			r.until(2 * time.Second)
 		},
 		want: []string{
@@ -147,16 +147,38 @@ func TestContests(t *testing.T) {
 	}, {
 		name: "a claim read before this node let the VIP go starts nothing",
 		script: func(r *contestRun) {
-			r.c.setHeld([]netip.Addr{vip})
-			r.c.setHeld(nil)
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
+			r.sent(r.c.setHeld(r.now, nil))
 			r.claim(vip, macB)
 			r.until(time.Second)
 		},
 		want: nil,
 	}, {
+		name: "a claim read just before this node's listing shows the VIP (two backups took it at once, the other yielded): a contest",
+		script: func(r *contestRun) {
+			r.claim(vip, macB) // its gratuitous ARP as it takes the VIP, 2 ms after this node did
+			r.until(50 * time.Millisecond)
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
+			r.until(time.Second)
+		},
+		want: []string{
+			"0.1s probe 192.0.2.100 to " + mb,
+			"0.2s end 192.0.2.100 after 200ms with " + mb,
+			"0.2s announce 192.0.2.100",
+		},
+	}, {
+		name: "a claim more than a round before the VIP arrives starts nothing",
+		script: func(r *contestRun) {
+			r.claim(vip, macB)
+			r.until(300 * time.Millisecond)
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
+			r.until(2 * time.Second)
+		},
+		want: nil,
+	}, {
 		name: "announcements of a VIP a second apart at least",
 		script: func(r *contestRun) {
-			r.c.setHeld([]netip.Addr{vip})
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
 			r.claim(vip, macB)
 			r.until(300 * time.Millisecond)
 			r.claim(vip, macB)
@@ -173,7 +195,7 @@ func TestContests(t *testing.T) {
 	}, {
 		name: "two other hosts: the contest lasts while either answers, and one letting go is announced at once",
 		script: func(r *contestRun) {
-			r.c.setHeld([]netip.Addr{vip})
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
 			macC := net.HardwareAddr{2, 0, 0, 0, 0, 0x0c}
 			bHolds, cHolds := true, true
 			r.answers = func(p probeTo) bool {
@@ -229,7 +251,7 @@ func TestContestsStretch(t *testing.T) {
 	for i := range 200 {
 		held = append(held, netip.AddrFrom4([4]byte{198, 51, 100 + byte(i/250), byte(i%250 + 1)}))
 	}
-	c.setHeld(held)
+	c.setHeld(start, held)
 	// Every VIP contested, every probe answered (both hosts keep them),
 	// for ten seconds.
 	now := start
@@ -259,7 +281,7 @@ func TestContestsStretch(t *testing.T) {
 	}
 	// One contest alone: 200 ms rounds.
 	one := newContests(timing{contest: 200 * time.Millisecond, contestGap: 10 * time.Millisecond, spacing: time.Second})
-	one.setHeld(held[:1])
+	one.setHeld(start, held[:1])
 	one.claim(start, held[0], macB)
 	if next, _ := one.next(); next.Sub(start) != 200*time.Millisecond {
 		t.Errorf("one contest: round %v, want 200ms", next.Sub(start))

@@ -584,6 +584,33 @@ func TestGuardAnnouncesWhenTheContestEnds(t *testing.T) {
 	}
 }
 
+// TestGuardAnnouncesAfterARacingTaker: another backup took the VIP at the
+// same moment as this node, announced it a moment after this node did, and
+// yielded without a word (this node cannot hear its adverts: a one-way
+// partition). Its gratuitous ARP arrives before the listing that shows the
+// VIP here; the guard still asks it, and announces the VIP once it does not
+// answer, so that the clients that followed it come back.
+func TestGuardAnnouncesAfterARacingTaker(t *testing.T) {
+	gt := newGuardTest(t, config.Raw{VirtualIPs: "192.0.2.100"}, "192.0.2.11/24")
+	v := netip.MustParseAddr("192.0.2.100")
+	gt.arp.in <- packetIn{b: arpFrame(t, 1, macB, "192.0.2.100", make(net.HardwareAddr, 6), "192.0.2.100")}
+	time.Sleep(testTiming.contest / 4)
+	if err := gt.host.Add("eth0", netip.MustParsePrefix("192.0.2.100/32")); err != nil {
+		t.Fatal(err)
+	}
+	gt.waitFor("the VIP announced", func() bool { return gt.g.Snapshot().Announced[v] == 1 })
+	garp, err := arpAnnouncement(macA, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(gt.arp.frames(), garp); n != 2 {
+		t.Errorf("%d gratuitous ARPs for %s, want 2 (one announcement)", n, v)
+	}
+	if l := gt.logs.Lines("VIP contest over"); len(l) != 1 || !strings.Contains(l[0], "other_mac="+macB.String()) {
+		t.Errorf("log lines %q, want one naming %s", l, macB)
+	}
+}
+
 // TestGuardAnnouncesOnlyWhatItHolds: keepalived removes a contested VIP
 // and the contest ends before the address notification arrives: the
 // guard, which lists the addresses before it announces, says nothing.

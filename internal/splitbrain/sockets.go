@@ -238,20 +238,18 @@ func listenPacket(ifi *net.Interface, protocol int, filter []bpf.RawInstruction)
 	return c, nil
 }
 
-// arpProgram passes the ARP frames that claim one of held, the IPv4 VIPs
-// this node holds, for their sender: replies (to this node's probes, among
-// others), announcements (sender address = target address: the gratuitous
-// ARP keepalived sends as it takes a VIP) and probes (sender address
-// 0.0.0.0: another host about to take one, or holding it and checking, or
-// a guard that has just removed it as a stray). Ordinary requests, the
-// bulk of ARP on a busy network, and every claim on an address this node
-// does not hold never leave the kernel: while a fleet converges, each
-// master's keepalived sends gratuitous ARPs for every VIP it takes, and
-// every guard would otherwise read and decode all of them, only to drop
-// those for VIPs it does not hold. The guard attaches a
-// new program whenever the VIPs it holds change. In a conflict, each
-// holder's probe draws the other's reply.
-func arpProgram(held []netip.Addr) []bpf.Instruction {
+// arpProgram passes the ARP frames that claim one of vips, the
+// deployment's IPv4 VIPs, for their sender: replies (to this node's
+// probes, among others), announcements (sender address = target address:
+// the gratuitous ARP keepalived sends as it takes a VIP) and probes (sender
+// address 0.0.0.0: another host about to take one, or holding it and
+// checking, or a guard that has just removed it as a stray). Ordinary
+// requests, the bulk of ARP on a busy network, and every claim on another
+// address never leave the kernel. Claims on VIPs this node does not hold
+// are read too: one read just before this node's listing shows a VIP it
+// took is what another backup that took it at the same moment says (see
+// contests). In a conflict, each holder's probe draws the other's reply.
+func arpProgram(vips []netip.Addr) []bpf.Instruction {
 	a := newAsm()
 	// The operation, after the Ethernet header and 6 bytes of ARP.
 	a.add(bpf.LoadAbsolute{Off: 14 + 6, Size: 2},
@@ -262,15 +260,15 @@ func arpProgram(held []netip.Addr) []bpf.Instruction {
 	// claims the target's).
 	a.add(bpf.LoadAbsolute{Off: 14 + 24, Size: 4}, bpf.TAX{}, bpf.LoadAbsolute{Off: 14 + 14, Size: 4},
 		bpf.JumpIfX{Cond: bpf.JumpNotEqual, SkipTrue: 1})
-	a.jump("held")
+	a.jump("vip")
 	a.add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1})
 	a.jump("drop")
 	a.add(bpf.TXA{})
-	a.jump("held")
+	a.jump("vip")
 	a.label("sender")
 	a.add(bpf.LoadAbsolute{Off: 14 + 14, Size: 4})
-	a.label("held")
-	for _, v := range held {
+	a.label("vip")
+	for _, v := range vips {
 		if !v.Is4() {
 			continue
 		}

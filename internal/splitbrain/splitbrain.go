@@ -42,7 +42,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/packet"
@@ -247,13 +246,6 @@ type Guard struct {
 	departed      map[netip.Addr]time.Time
 	departedGrace time.Duration
 
-	// held are the VIPs on the interface at the last listing, for the
-	// readers to drop claims on VIPs this node does not hold without
-	// waking the loop.
-	held atomic.Pointer[map[netip.Addr]bool]
-	// probeFilter are the IPv4 VIPs whose probes the ARP socket's kernel
-	// filter passes (the held ones at the last listing).
-	probeFilter []netip.Addr
 
 	mu           sync.Mutex
 	lastDropLog  time.Time
@@ -538,6 +530,7 @@ func (g *Guard) Run(ctx context.Context) error {
 		}
 	})
 	if g.socks.arp != nil {
+		g.filterClaims()
 		d := newARPDecoder()
 		goSafe("the ARP reader", func() { g.readClaims(ctx, g.socks.arp, func(b []byte, _ net.Addr) []claim { return d.claims(b) }) })
 	}
@@ -755,27 +748,22 @@ func (g *Guard) relist(now time.Time) {
 	g.send(probe)
 	g.report(ended)
 	g.ownership.setHeld(now, held)
-	g.contest.setHeld(held)
-	g.filterProbes(held)
-	on := make(map[netip.Addr]bool, len(held))
-	for _, v := range held {
-		on[v] = true
-	}
-	g.held.Store(&on)
+	g.probe(g.contest.setHeld(now, held))
 }
 
-// filterProbes has the ARP socket's kernel filter pass the probes for the
-// IPv4 VIPs in held, and no others, when that set changed.
-func (g *Guard) filterProbes(held []netip.Addr) {
+// filterClaims has the ARP socket's kernel filter pass the claims on the
+// deployment's IPv4 VIPs, held or not: a claim read just before this node's
+// listing shows a VIP it has taken starts a contest too (see contests).
+func (g *Guard) filterClaims() {
 	var v4 []netip.Addr
-	for _, v := range held {
+	for v := range g.isVIP {
 		if v.Is4() {
 			v4 = append(v4, v)
 		}
 	}
 	slices.SortFunc(v4, netip.Addr.Compare)
 	s, ok := g.socks.arp.(filterable)
-	if !ok || slices.Equal(v4, g.probeFilter) {
+	if !ok {
 		return
 	}
 	raw, err := bpf.Assemble(arpProgram(v4))
@@ -783,10 +771,8 @@ func (g *Guard) filterProbes(held []netip.Addr) {
 		err = s.SetBPF(raw)
 	}
 	if err != nil {
-		g.log.Warn("updating the ARP socket's filter: probes for the VIPs this node holds go unseen", "interface", g.iface, "error", err)
-		return
+		g.log.Warn("setting the ARP socket's filter: other hosts' claims on the VIPs go unseen", "interface", g.iface, "error", err)
 	}
-	g.probeFilter = v4
 }
 
 // send sends the probes of vips, VIPs this node holds, to every host.
@@ -1016,7 +1002,7 @@ func (g *Guard) publish() {
 }
 
 // readClaims reads claims on addresses from c and passes on the ones by
-// other hosts on VIPs this node holds.
+// other hosts on the VIPs.
 func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte, net.Addr) []claim) {
 	buf := make([]byte, 1500)
 	for {
@@ -1027,9 +1013,8 @@ func (g *Guard) readClaims(ctx context.Context, c conn, decode func([]byte, net.
 			}
 			continue
 		}
-		held := g.held.Load()
 		for _, cl := range g.decodeClaims(decode, buf[:n], from) {
-			if held == nil || !(*held)[cl.addr] || bytes.Equal(cl.mac, g.mac) {
+			if !g.isVIP[cl.addr] || bytes.Equal(cl.mac, g.mac) {
 				continue
 			}
 			select {
