@@ -64,7 +64,7 @@ type contests struct {
 	// announcement (garp_master_delay, 5 s). A VIP that arrives within a
 	// round of such a claim starts a contest with that host.
 	early map[netip.Addr]earlyClaim
-	vips map[netip.Addr]*contest
+	vips  map[netip.Addr]*contest
 	// announced is when each held VIP was last announced; pending are
 	// announcements held back by spacing.
 	announced map[netip.Addr]time.Time

@@ -246,7 +246,6 @@ type Guard struct {
 	departed      map[netip.Addr]time.Time
 	departedGrace time.Duration
 
-
 	mu           sync.Mutex
 	lastDropLog  time.Time
 	conflicts    map[netip.Addr][]net.HardwareAddr
