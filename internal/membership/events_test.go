@@ -256,14 +256,7 @@ func TestEventsWhileTheAPIServerIsDown(t *testing.T) {
 	if n := strings.Count(logs.String(), "does not answer"); n != 1 {
 		t.Errorf("the outage said %d times, want once", n)
 	}
-	s.setDown(false)
-	time.Sleep(retryDown)
-	e.Record(Event{Reason: "VIPTaken", Action: "Take", Note: "after"})
-	eventually(t, "the event after the outage", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.created[len(s.created)-1]["note"] == "after"
-	})
+	recordAfterOutage(t, s, e)
 	eventually(t, "the end of the outage said", func() bool { return strings.Contains(logs.String(), "answers again") })
 	l := logs.String()
 	if !strings.Contains(l, "dropped=") || !strings.Contains(l, "queue is full") {
@@ -283,6 +276,13 @@ func TestEventsLostToAnOutageKeepTheirBound(t *testing.T) {
 		e.Record(Event{Reason: "VIPTaken", Action: "Take", Note: fmt.Sprint("during ", i)})
 		time.Sleep(10 * time.Millisecond)
 	}
+	recordAfterOutage(t, s, e)
+}
+
+// recordAfterOutage has the API server answer again and waits for an
+// event recorded once the writer retries to be written.
+func recordAfterOutage(t *testing.T, s *eventsServer, e *Events) {
+	t.Helper()
 	s.setDown(false)
 	time.Sleep(retryDown)
 	e.Record(Event{Reason: "VIPTaken", Action: "Take", Note: "after"})

@@ -115,20 +115,20 @@ func newContests(t timing) *contests {
 // starts a contest with that host, whose probe it returns.
 func (c *contests) setHeld(now time.Time, held []netip.Addr) []probeTo {
 	on := make(map[netip.Addr]bool, len(held))
-	var probes []probeTo
 	for _, v := range held {
 		on[v] = true
-		if e, ok := c.early[v]; ok && !c.held[v] && now.Sub(e.at) <= c.round {
-			c.held[v] = true
+	}
+	before := c.held
+	c.held = on
+	var probes []probeTo
+	for v, e := range c.early {
+		if on[v] && !before[v] && now.Sub(e.at) <= c.round {
 			probes = append(probes, c.claim(now, v, e.mac)...)
 		}
-	}
-	for v, e := range c.early {
 		if on[v] || now.Sub(e.at) > c.round {
 			delete(c.early, v)
 		}
 	}
-	c.held = on
 	for _, m := range []map[netip.Addr]time.Time{c.announced, c.pending} {
 		for v := range m {
 			if !on[v] {
