@@ -590,6 +590,50 @@ func TestSilentHolder(t *testing.T) {
 	}
 }
 
+// TestSilentHolderAnswersLate: a holder that stops for a quarter of a
+// second and then answers the whole backlog at once, within the deadline,
+// fails none of the probes of its own address; the client heard nothing
+// from it all the same, and the VIP's probe that timed out meanwhile is
+// the node's silence. A pod deleted on the node does not silence it: the
+// node's own address answers through the fault.
+func TestSilentHolderAnswersLate(t *testing.T) {
+	d := twoFaults()
+	d.Lead = 0
+	d.Entries[vipB] = []EntryChange{{At: at(-500), Node: "node2"}}
+	// node2 stops from 2.001 s to 2.25 s: the probes sent then are
+	// answered at 2.25 s, the VIP's at 2 s times out.
+	stop := func(ps []Probe) {
+		for i := range ps {
+			if ms := ps[i].Sent.Sub(t0).Milliseconds(); ms >= 2000 && ms < 2250 && ps[i].OK {
+				ps[i].Done = at(2250)
+			}
+		}
+	}
+	d.Probes[1] = probes(10000, "node2", [2]int{2000, 2010}, [2]int{6600, 6800})
+	stop(d.Probes[1])
+	ctl := probes(10000, "node2", [2]int{6500, 8000})
+	stop(ctl)
+	d.Controls = [][]Probe{probes(10000, "node1", [2]int{1000, 4550}), ctl, probes(10000, "node3")}
+	os := Analyse(d).VIPs[1].Outages
+	if len(os) != 2 || os[0].Len() != 249*time.Millisecond || os[0].Counted() != 0 {
+		t.Fatalf("B's outages %+v, want the first 249 ms long, all of it node2's silence", os)
+	}
+	if diff := cmp.Diff([]string{"node2"}, os[0].Mute); diff != "" {
+		t.Errorf("silent holders (-want +got):\n%s", diff)
+	}
+	d.Records = append(d.Records, Record{Fault: Fault{Index: 4, Kind: PodDelete, Nodes: []int{1}}, Began: at(1500), Ended: at(1600), Recovered: at(3000),
+		Downs: []NodeDown{{1, Interval{at(1500), at(3000)}}}})
+	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() != 0 {
+		t.Errorf("with node2's pod deleted at 1.5 s and back at 3 s: %s counted, want none", os[0].Counted())
+	}
+	// A node answering at its own address in time: the VIP's timeout is
+	// the failover's.
+	d.Controls[1] = probes(10000, "node2", [2]int{6500, 8000})
+	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 0 {
+		t.Errorf("with node2 answering at once: %s silent, want none", os[0].Silent)
+	}
+}
+
 // TestSilentHolderByFamily: an IPv6 VIP's holder is judged by the
 // client's probes of its own IPv6 address, an IPv4 VIP's by its IPv4
 // address; a recording without IPv6 controls falls back to IPv4's.

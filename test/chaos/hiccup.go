@@ -51,9 +51,12 @@ func (d *Data) Hiccups() []Interval {
 	return merge(out)
 }
 
-// controlFails are, by node index, the outages of the client's probes of
-// the node's own address (controls: Data.Controls or Controls6), less the
-// probes that timed out in flight while the client stalled.
+// controlFails are, by node index, the spans in which the node did not
+// answer the client at its own address (controls: Data.Controls or
+// Controls6): the outages of those probes, less the probes that timed out
+// in flight while the client stalled, and its answer gaps (see
+// answerGaps), in which its probes waited and none was answered although
+// none timed out either.
 func (d *Data) controlFails(controls [][]Probe) [][]Interval {
 	fails := make([][]Interval, len(controls))
 	for n, ps := range controls {
@@ -61,8 +64,61 @@ func (d *Data) controlFails(controls [][]Probe) [][]Interval {
 		for _, o := range Outages(judged) {
 			fails[n] = append(fails[n], o.Interval)
 		}
+		fails[n] = merge(append(fails[n], answerGaps(judged)...))
 	}
 	return fails
+}
+
+// silenceAfter is the longest a node may leave its probes waiting
+// without an answer before it counts as silent: as long as the client
+// may go between two rounds of probes before it counts as stalled.
+const silenceAfter = StallAfter * ProbeInterval
+
+// answerGaps are the spans, longer than silenceAfter, in which probes of
+// ps (in order of sending) waited and no answer came: from the earliest
+// probe still waiting after an answer to the next answer, less the answer
+// time before the gap (as an outage's end is). A node that stops (starved
+// of CPU, its kernel busy) and then answers the backlog at once within
+// the deadline leaves no probe failed, only the gap; the client heard
+// nothing from it then.
+func answerGaps(ps []Probe) []Interval {
+	var answers []Probe
+	for _, p := range ps {
+		if p.OK {
+			answers = append(answers, p)
+		}
+	}
+	slices.SortFunc(answers, func(a, b Probe) int { return a.Done.Compare(b.Done) })
+	var out []Interval
+	for k := 0; k+1 < len(answers); k++ {
+		a, b := answers[k], answers[k+1]
+		end := b.Done.Add(-a.Done.Sub(a.Sent))
+		if end.Sub(a.Done) <= silenceAfter {
+			continue
+		}
+		// A probe waits at most its deadline: the ones sent that long
+		// before a's answer were done by it.
+		i, _ := slices.BinarySearchFunc(ps, a.Done.Add(-2*ProbeDeadline), func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
+		for _, p := range ps[i:] {
+			if !p.Sent.Before(end) {
+				break
+			}
+			if p.Done.After(a.Done) {
+				if start := later(p.Sent, a.Done); end.Sub(start) > silenceAfter {
+					out = append(out, Interval{start, end})
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // impaired are the windows of the segment's faults: the client's probes
@@ -77,12 +133,16 @@ func (d *Data) impaired() []Interval {
 	return out
 }
 
-// nodeDowns are, by node index, the spans in which a fault had taken the
-// node down, from the injection less Lead (a probe in flight then fails
-// with it) to its recovery.
+// nodeDowns are, by node index, the spans in which a fault had silenced
+// the node (see Mutes: a pod deleted, a keepalived killed or a node
+// drained leave its own address answering), from the injection less Lead
+// (a probe in flight then fails with it) to its recovery.
 func (d *Data) nodeDowns() [][]Interval {
 	downs := make([][]Interval, len(d.Nodes))
 	for _, r := range d.Records {
+		if !Mutes(r.Kind) {
+			continue
+		}
 		for _, nd := range r.Downs {
 			if nd.Node >= 0 && nd.Node < len(downs) {
 				downs[nd.Node] = append(downs[nd.Node], Interval{nd.Start.Add(-d.Lead), nd.End})
@@ -92,8 +152,9 @@ func (d *Data) nodeDowns() [][]Interval {
 	return downs
 }
 
-// liveHolders returns the nodes that held vip at t and were not down by
-// a fault (a frozen node keeps its addresses, and answers nobody).
+// liveHolders returns the nodes that held vip at t and that no fault had
+// silenced (downs: nodeDowns; a frozen node keeps its addresses, and
+// answers nobody).
 func (d *Data) liveHolders(downs [][]Interval, vip netip.Addr, t time.Time) []string {
 	var out []string
 	for _, h := range HoldersAt(d.Holdings[vip], t) {

@@ -131,10 +131,10 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 			}
 		}
 		if checked == 0 {
-			p("- %s (%s): no outage", lim, kindsWith(lim))
+			p("- %s (%s): no outage", lim, kindsWhere(func(k Kind) bool { return LimitOf(k) == lim }))
 			continue
 		}
-		p("- %s (%s): %d outages (%d of faults alone), the longest held part %s, limits %s: %s", lim, kindsWith(lim), checked, alone, fmtDur(worst), boundRange(bounds), okText(broken == 0, fmt.Sprintf("%d over", broken)))
+		p("- %s (%s): %d outages (%d of faults alone), the longest held part %s, limits %s: %s", lim, kindsWhere(func(k Kind) bool { return LimitOf(k) == lim }), checked, alone, fmtDur(worst), boundRange(bounds), okText(broken == 0, fmt.Sprintf("%d over", broken)))
 	}
 	dups, dupBroken := 0, 0
 	var dupWorst time.Duration
@@ -226,14 +226,14 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("- **Outage**: a run of failed probes of one VIP, from the first failed probe's start to the quickest answer of the probes that succeeded after it (a probe sent later can be answered sooner, when the first went a slower way, such as through the old holder, which forwards it), less the round trip of the last answer before the outage (an answer that arrives late, once the VIP is back, does not shorten it; a slow path does not lengthen it). Availability is the share of the measured time in no outage.")
 	p("- **Client stalled**: a gap of more than %s between two rounds of the client's probes (the machine did not run the harness). A probe that timed out in flight during a stall is left out (the client could not read its answer), and the stalled time within an outage counts neither in the down time nor against a limit. The checked service each node serves is a program of the node's own, so a stall of the harness cannot stop it from answering.", fmtDur(StallAfter*ProbeInterval))
 	p("- **Machine hiccup**: a span in which the client's probes of every node's own address (its IPv4 address: the same service on the same port, an address that never moves) failed too, for every node that no fault had taken down (from its injection less a probe's deadline to its recovery), at least two of them, outside any segment fault's window. The VIPs' outages within it are the machine's, not the failover's: their time there does not count against a limit (availability, what the client saw, keeps it).")
-	p("- **Silent holder**: a span in which the VIP had a holder, the client's neighbour entry sent to it, no fault had taken it down, and it did not answer the client's probes of its own address (in the VIP's family) either (within a segment fault's window, whose losses fail both, for at least %s in a row); a holder that a fault took down, not sent to, does not stand in the way. The VIP was where VRRP and the client agreed it was and the node did not answer (starved of CPU, its kernel busy): no failover mends that. The time does not count against a limit (availability keeps it); the outage names the holder. A fault that keeps its node's VIPs (cpu-starve) is still held to no handover.", segmentSilence)
+	p("- **Silent holder**: a span in which the VIP had a holder, the client's neighbour entry sent to it, no fault had silenced it (%s: the faults that stop its own address answering), and it did not answer the client's probes of its own address (in the VIP's family) either: they timed out, or they waited more than %s with no answer (a node that stops and then answers its backlog at once, within the deadline) (within a segment fault's window, whose losses fail both, for at least %s in a row); a holder that a fault silenced, not sent to, does not stand in the way. The VIP was where VRRP and the client agreed it was and the node did not answer (starved of CPU, its kernel busy): no failover mends that. The time does not count against a limit (availability keeps it); the outage names the holder. A fault that keeps its node's VIPs (cpu-starve) is still held to no handover.", kindsWhere(Mutes), fmtDur(silenceAfter), segmentSilence)
 	p("- **Kernel late**: a span in which the client's neighbour entry sent to a node that listed the VIP on its running link (an address dump, read when the entry changed) while its kernel had not announced it (no RTM_NEWADDR yet). keepalived adds IPv6 VIPs without duplicate address detection; Linux then leaves the announcement and the address's local route, without which the node does not take the packets, to a work item of its own, which a busy machine runs late (on the lab's one kernel, a node starved of CPU delays every node's). VRRP had moved the VIP and the client had followed; no failover hurries the kernel. The time does not count against a limit (availability keeps it). It ends when the node announces the VIP or the client's entry names another node.")
 	p("- **Slow answer**: an outage ends with the answer to its first answered probe, less the answer time before the outage; a node slow to answer anything (starved, a backlog of connections after a silence) stretches that end. When the answering node's own address (in the VIP's family), probed in the same round, answered that slowly too, the outage's end past the VIP's answer less the node's own answer time is the node's slowness and does not count against a limit (availability keeps it).")
 	p("- **Held**: the VIP is on a node's link and the link is up with its carrier; **on two nodes** when two hold it (a frozen node or a dead node's kernel still answers for its addresses); **no holder while a node could hold it**: no node holds it and at least one node is not down by a fault (killed, frozen, cut, its service or ipfailover stopped, until it is ready again).")
 	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
 	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last change (a fault begun, undone, or its nodes back) while the outage was within it; while the segment delays packets, each limit grows by its delay and jitter (the backups hear a gone holder's last advert that much later). A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
 		fmtDur(GracefulBound), 8, fmtDur(limitMargin), fmtDur(limitMargin), fmtDur(d.DupBound))
-	p("- **No handover** (%s): every VIP the fault's node held when it began must be held by that node alone until %s after the fault is undone; a span in which it was not is excused only by another fault whose window contains its start and that is the segment's, the API server's or every node's, targets a node that took the VIP in that span (a node coming back takes its VIPs back), or takes the starved node itself down (killed, frozen, cut).", kindsKeeping(), fmtDur(KeepAfter))
+	p("- **No handover** (%s): every VIP the fault's node held when it began must be held by that node alone until %s after the fault is undone; a span in which it was not is excused only by another fault whose window contains its start and that is the segment's, the API server's or every node's, targets a node that took the VIP in that span (a node coming back takes its VIPs back), or takes the starved node itself down (killed, frozen, cut).", kindsWhere(Keeps), fmtDur(KeepAfter))
 	p("- **Segment**: this kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off): loss is an nftables rule in the bridge that drops that share of every frame it forwards, delay and reordering a netfilter queue in the bridge that holds each IPv4 and IPv6 packet for delay ± jitter (ARP and neighbour discovery are lost but not delayed).")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -424,7 +424,7 @@ func keptText(d *Data, a *Analysis) string {
 			faults++
 		}
 	}
-	head := fmt.Sprintf("- no handover (%s): ", kindsKeeping())
+	head := fmt.Sprintf("- no handover (%s): ", kindsWhere(Keeps))
 	if faults == 0 {
 		return head + "no such fault"
 	}
@@ -462,20 +462,12 @@ func handoverNotes(d *Data, a *Analysis, ri int) []string {
 	return ns
 }
 
-func kindsKeeping() string {
+// kindsWhere lists the kinds for which is holds, in the order of
+// allKinds.
+func kindsWhere(is func(Kind) bool) string {
 	var ks []string
 	for _, k := range allKinds() {
-		if Keeps(k) {
-			ks = append(ks, string(k))
-		}
-	}
-	return strings.Join(ks, ", ")
-}
-
-func kindsWith(l Limit) string {
-	var ks []string
-	for _, k := range allKinds() {
-		if LimitOf(k) == l {
+		if is(k) {
 			ks = append(ks, string(k))
 		}
 	}

@@ -116,6 +116,10 @@ type kindInfo struct {
 	length [2]time.Duration
 	// down is set when the fault leaves its node unable to hold a VIP.
 	down bool
+	// mute is set when the fault also keeps its node from answering the
+	// client at its own address: the checked service stopped, every
+	// process killed or stopped, the cable pulled.
+	mute bool
 	// all is set for a fault that takes every node (a rollout).
 	all bool
 	// limit is the bound of an outage the fault causes alone.
@@ -130,12 +134,12 @@ type kindInfo struct {
 }
 
 var kinds = map[Kind]kindInfo{
-	ServiceStop:     {nodes: 1, length: [2]time.Duration{2 * time.Second, 8 * time.Second}, down: true, limit: FailedCheck},
+	ServiceStop:     {nodes: 1, length: [2]time.Duration{2 * time.Second, 8 * time.Second}, down: true, mute: true, limit: FailedCheck},
 	KeepalivedKill:  {nodes: 1, down: true, limit: DeadNode, cooldown: 30 * time.Second},
 	EntrypointTerm:  {nodes: 1, length: [2]time.Duration{time.Second, 5 * time.Second}, down: true, limit: Graceful},
-	NodeDeath:       {nodes: 1, length: [2]time.Duration{4 * time.Second, 12 * time.Second}, down: true, limit: DeadNode},
-	NodeFreeze:      {nodes: 1, length: [2]time.Duration{2 * time.Second, 8 * time.Second}, down: true, limit: DeadNode},
-	LinkCut:         {nodes: 1, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, down: true, limit: DeadNode},
+	NodeDeath:       {nodes: 1, length: [2]time.Duration{4 * time.Second, 12 * time.Second}, down: true, mute: true, limit: DeadNode},
+	NodeFreeze:      {nodes: 1, length: [2]time.Duration{2 * time.Second, 8 * time.Second}, down: true, mute: true, limit: DeadNode},
+	LinkCut:         {nodes: 1, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, down: true, mute: true, limit: DeadNode},
 	Partition:       {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, limit: DeadNode},
 	PartitionOneWay: {nodes: 2, length: [2]time.Duration{3 * time.Second, 10 * time.Second}, limit: DeadNode},
 	Segment:         {length: [2]time.Duration{5 * time.Second, 15 * time.Second}, limit: DeadNode},
@@ -164,6 +168,10 @@ func LimitOf(k Kind) Limit { return kinds[k].limit }
 // Down reports whether a fault of kind k leaves its nodes unable to hold a
 // VIP while it lasts.
 func Down(k Kind) bool { return kinds[k].down }
+
+// Mutes reports whether a fault of kind k keeps its nodes from answering
+// the client at their own addresses while it lasts (see Data.Hiccups).
+func Mutes(k Kind) bool { return kinds[k].mute }
 
 // LabKinds are the kinds the namespace lab injects, each with its weight
 // in the draw.
