@@ -300,7 +300,9 @@ func Analyse(d *Data) Analysis {
 			o.Silent = total(silent, o.Start, o.End)
 			o.Unannounced = total(unannounced, o.Start, o.End)
 			var slow []Interval
-			if tail, ok := d.slowTail(o, controls); ok {
+			if d.atDeadline(vip, o, judged, controls, nodeDowns) {
+				slow = subtract([]Interval{o.Interval}, accounted)
+			} else if tail, ok := d.slowTail(o, controls); ok {
 				slow = subtract([]Interval{tail}, accounted)
 			}
 			o.Slow = total(slow, o.Start, o.End)

@@ -731,6 +731,42 @@ func TestSlowAnswer(t *testing.T) {
 	}
 }
 
+// TestAnswerAtTheDeadline: node2, starved, answers everything in about
+// the deadline for 2.5 s; one of the VIP's probes falls 5 ms past it while its own
+// address, probed in the same round, answers 5 ms within. That outage is
+// the node's slowness; with its own address answering sooner, or a fault
+// silencing it, it is not.
+func TestAnswerAtTheDeadline(t *testing.T) {
+	d := twoFaults()
+	d.Lead = 0
+	d.Entries[vipB] = []EntryChange{{At: at(-500), Node: "node2"}}
+	slow := func(ps []Probe, took time.Duration) {
+		for i := range 250 {
+			ps[i].Done = ps[i].Sent.Add(took)
+		}
+	}
+	d.Probes[1] = probes(10000, "node2", [2]int{2200, 2210}, [2]int{6600, 6800})
+	slow(d.Probes[1], 245*time.Millisecond)
+	d.Probes[1][220] = Probe{Sent: at(2200), Done: at(2455), Err: "timeout"}
+	ctl := probes(10000, "node2", [2]int{6500, 8000})
+	slow(ctl, 245*time.Millisecond)
+	d.Controls = [][]Probe{probes(10000, "node1", [2]int{1000, 4550}), ctl, probes(10000, "node3")}
+	os := Analyse(d).VIPs[1].Outages
+	if len(os) != 2 || os[0].Len() == 0 || os[0].Counted() != 0 {
+		t.Fatalf("B's outages %+v, want the first all node2's slowness", os)
+	}
+	slow(ctl, 100*time.Millisecond)
+	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() == 0 {
+		t.Errorf("with node2's own address answering in 100 ms: the outage %+v counted none of it", os[0])
+	}
+	slow(ctl, 245*time.Millisecond)
+	d.Records = append(d.Records, Record{Fault: Fault{Index: 4, Kind: NodeFreeze, Nodes: []int{1}}, Began: at(2100), Ended: at(2300), Recovered: at(2300),
+		Bound: 700 * time.Millisecond, Downs: []NodeDown{{1, Interval{at(2100), at(2300)}}}})
+	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() == 0 {
+		t.Errorf("with node2 frozen: the outage %+v counted none of it", os[0])
+	}
+}
+
 func TestKernelLate(t *testing.T) {
 	d := twoFaults()
 	// node2's keepalived took A at 3.4 s and announced it; the client

@@ -333,3 +333,55 @@ func (d *Data) slowTail(o Outage, controls [][]Probe) (Interval, bool) {
 	}
 	return Interval{from, o.End}, true
 }
+
+// atDeadline reports whether outage o of vip (its probes judged, in order
+// of sending) is only the answering node's slowness at the deadline's
+// edge: every probe that failed in it timed out while the client sent to
+// the node that held the VIP and then answered it (o.Back), and that
+// node's own address, probed within an interval of it, took no less than
+// the deadline less an interval to answer, and answered. A node that
+// answers everything in about the deadline (starved of CPU) leaves some
+// probes a few milliseconds past it and others just within; the VIP was
+// where it was, answered as the node answered anything. Within a segment
+// fault's window, or while a fault silenced the node (downs: nodeDowns),
+// a timeout is the path's or the failover's, not the node's. controls are
+// the probes of the nodes' own addresses in the VIP's family.
+func (d *Data) atDeadline(vip netip.Addr, o Outage, judged []Probe, controls [][]Probe, downs [][]Interval) bool {
+	node := o.Back.Node
+	n := slices.Index(d.Nodes, node)
+	if !o.Back.OK || n < 0 || n >= len(controls) {
+		return false
+	}
+	ctl := controls[n]
+	impaired := d.impaired()
+	i, _ := slices.BinarySearchFunc(judged, o.Start, func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
+	failed := 0
+	for _, f := range judged[i:] {
+		if !f.Sent.Before(o.End) {
+			break
+		}
+		if f.OK {
+			continue
+		}
+		failed++
+		if f.Err != "timeout" || EntryAt(d.Entries[vip], f.Sent) != node || !slices.Contains(d.liveHolders(downs, vip, f.Sent), node) ||
+			spanAt(impaired, f.Sent) {
+			return false
+		}
+		j, _ := slices.BinarySearchFunc(ctl, f.Sent.Add(-ProbeInterval), func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
+		edge := false
+		for _, c := range ctl[j:] {
+			if c.Sent.After(f.Sent.Add(ProbeInterval)) {
+				break
+			}
+			if c.OK && c.Done.Sub(c.Sent) >= ProbeDeadline-ProbeInterval {
+				edge = true
+				break
+			}
+		}
+		if !edge {
+			return false
+		}
+	}
+	return failed > 0
+}
