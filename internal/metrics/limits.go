@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"container/list"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -130,7 +131,9 @@ func (l *connLimit) track(c net.Conn, st http.ConnState) {
 			// Its goroutine sees the closed connection and ends; its
 			// StateClosed finds it gone.
 			victim.Close()
-			l.evicted.Inc()
+			if l.evicted != nil {
+				l.evicted.Inc()
+			}
 		}
 		l.open[c] = l.order.PushBack(&connEntry{conn: c, state: st})
 	case http.StateActive, http.StateIdle:
@@ -147,6 +150,48 @@ func (l *connLimit) track(c net.Conn, st http.ConnState) {
 			delete(l.open, c)
 		}
 	}
+}
+
+// busy reports whether an open connection is in a request or has one on
+// its way in: bytes read or waiting since it connected or since its last
+// answer.
+func (l *connLimit) busy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for e := l.order.Front(); e != nil; e = e.Next() {
+		if ce := e.Value.(*connEntry); ce.state == http.StateActive || heard(ce.conn) {
+			return true
+		}
+	}
+	return false
+}
+
+// drain closes ln and returns once srv, serving on it, has answered the
+// requests under way, or after wait; then it closes srv's connections.
+// served is what srv.Serve returned: drain returns its error when it was
+// not the closed listener's. busy tells whether a connection is still in
+// a request. http.Server.Shutdown is not used: it closes, without an
+// answer, a connection whose request it reads after it began, and a
+// kubelet probe accepted a moment before reads EOF.
+func drain(srv *http.Server, ln net.Listener, served <-chan error, busy func() bool, wait time.Duration) error {
+	_ = ln.Close()
+	err := <-served
+	answer(srv, busy, wait)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// answer returns once srv, which accepts no more connections, has
+// answered the requests under way (busy turned false), or after wait,
+// and closes its connections.
+func answer(srv *http.Server, busy func() bool, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for busy() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = srv.Close()
 }
 
 // victim is the connection to close for room; there is one.

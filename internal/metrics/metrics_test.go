@@ -678,3 +678,53 @@ func TestCollectorPanicContained(t *testing.T) {
 		t.Errorf("no log line:\n%s", log.String())
 	}
 }
+
+// TestServeAnswersARequestUnderWayAsItStops: a probe accepted a moment
+// before the run ends, its request still on its way in, is answered, not
+// closed without an answer (the kubelet's "Readiness probe failed: EOF").
+func TestServeAnswersARequestUnderWayAsItStops(t *testing.T) {
+	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(os.Getpid())})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	answered := requestAcross(t, ln.Addr().String(), s.conns.busy, cancel)
+	if !strings.HasPrefix(answered, "HTTP/1.1 200") {
+		t.Errorf("the request under way as the server stopped: %q, want its answer", answered)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve after cancel: %v", err)
+	}
+}
+
+// requestAcross sends half of a GET /healthz to addr, waits until the
+// server has it (busy), calls stop, sends the rest, and returns what the
+// server answered until it closed the connection.
+func requestAcross(t *testing.T, addr string, busy func() bool, stop func()) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !busy(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never took the connection")
+		}
+	}
+	stop()
+	if _, err := io.WriteString(c, "Host: ipfailover\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading the answer: %v (got %q)", err, b)
+	}
+	return string(b)
+}

@@ -196,7 +196,8 @@ func New(o Options) (*Server, error) {
 // reports ready only while this is true, keepalived runs, and it runs every instance.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
-// Serve serves on ln until ctx ends, then shuts down, giving requests in flight 5 seconds.
+// Serve serves on ln until ctx ends, then closes ln and answers the requests under way,
+// for up to 5 seconds.
 // It bounds its connections, how long each may stay silent, and how large a request's
 // header may be (limits.go).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -217,12 +218,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("metrics: serving on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		srv.Close()
-	}
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := drain(srv, ln, done, s.conns.busy, 5*time.Second); err != nil {
 		return fmt.Errorf("metrics: serving on %s: %w", ln.Addr(), err)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +18,7 @@ import (
 type Starting struct {
 	srv     *http.Server
 	ln      *keptOpen
+	conns   *connLimit
 	done    chan struct{}
 	stopped sync.Once
 }
@@ -37,20 +37,24 @@ func ServeStarting(ln net.Listener, why func() string) (*Starting, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "starting: "+why(), http.StatusServiceUnavailable)
 	})
+	conns := newConnLimit(maxConns, nil)
 	s := &Starting{
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: maxHeaderBytes},
-		ln:   &keptOpen{TCPListener: tl},
-		done: make(chan struct{}),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: maxHeaderBytes,
+			ConnState: conns.track},
+		ln:    &keptOpen{TCPListener: tl},
+		conns: conns,
+		done:  make(chan struct{}),
 	}
 	go func() {
 		defer close(s.done)
-		_ = s.srv.Serve(s.ln)
+		_ = s.srv.Serve(listen(s.ln))
 	}()
 	return s, nil
 }
 
-// Stop ends the start's answers and returns once they ended; the listener
-// is open, without a deadline, for the Server. Safe to call twice.
+// Stop ends the start's answers and returns once the requests under way
+// are answered (for up to a second); the listener is open, without a
+// deadline, for the Server. Safe to call twice.
 func (s *Starting) Stop() {
 	s.stopped.Do(func() {
 		// The listener is never closed: a deadline wakes the Accept that
@@ -59,9 +63,7 @@ func (s *Starting) Stop() {
 		_ = s.ln.SetDeadline(time.Now())
 		<-s.done
 		_ = s.ln.SetDeadline(time.Time{})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = s.srv.Shutdown(ctx)
-		cancel()
+		answer(s.srv, s.conns.busy, time.Second)
 	})
 }
 

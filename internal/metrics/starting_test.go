@@ -53,3 +53,25 @@ func TestStarting(t *testing.T) {
 		t.Errorf("the next server: %v", err)
 	}
 }
+
+// TestStartingAnswersARequestUnderWayAsItStops: a probe the start's
+// server took a moment before Stop is answered by it.
+func TestStartingAnswersARequestUnderWayAsItStops(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s, err := ServeStarting(ln, func() string { return "waiting for the API server" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	answered := requestAcross(t, ln.Addr().String(), s.conns.busy, func() {
+		go func() { s.Stop(); close(stopped) }()
+	})
+	<-stopped
+	if !strings.HasPrefix(answered, "HTTP/1.1 200") || !strings.Contains(answered, "starting: waiting for the API server") {
+		t.Errorf("the request under way as the start's server stopped: %q, want its answer", answered)
+	}
+}
