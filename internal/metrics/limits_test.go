@@ -270,20 +270,13 @@ func TestServeBoundsConnections(t *testing.T) {
 	s := newServer(t, testOptions(newProcess(f.pid), f.dump))
 	const bound = 8
 	s.conns = newConnLimit(bound, s.collector.evicted)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
+	addr, stop := serveTCP(t, s)
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	base := "http://" + ln.Addr().String()
+	base := "http://" + addr
 	openConns := func() int {
 		s.conns.mu.Lock()
 		defer s.conns.mu.Unlock()
@@ -300,7 +293,7 @@ func TestServeBoundsConnections(t *testing.T) {
 	// The rest of the bound taken by silent connections.
 	var silent []net.Conn
 	dialSilent := func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}

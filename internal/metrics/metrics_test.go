@@ -585,8 +585,10 @@ func writeJSON(t *testing.T, path string, v any) {
 	}
 }
 
-func TestServeShutsDownOnCancel(t *testing.T) {
-	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(os.Getpid())})
+// serveTCP runs s.Serve on a loopback port; stop ends it and returns what
+// Serve returned.
+func serveTCP(t *testing.T, s *Server) (addr string, stop func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -594,8 +596,17 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
+	return ln.Addr().String(), func() error {
+		cancel()
+		return <-done
+	}
+}
 
-	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+func TestServeShutsDownOnCancel(t *testing.T) {
+	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(os.Getpid())})
+	addr, stop := serveTCP(t, s)
+
+	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,11 +615,10 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz over TCP: %d %q", resp.StatusCode, body)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Serve after cancel: %v", err)
 	}
-	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
 		t.Error("the server still answers after cancel")
 	}
 }
@@ -684,26 +694,29 @@ func TestCollectorPanicContained(t *testing.T) {
 // closed without an answer (the kubelet's "Readiness probe failed: EOF").
 func TestServeAnswersARequestUnderWayAsItStops(t *testing.T) {
 	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(os.Getpid())})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	answered := requestAcross(t, ln.Addr().String(), s.conns.busy, cancel)
+	addr, stop := serveTCP(t, s)
+	served := make(chan error, 1)
+	answered := requestAcross(t, addr, s.conns.busy, func() { go func() { served <- stop() }() }, func() bool {
+		// The listener closed: the server has begun to stop.
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
 	if !strings.HasPrefix(answered, "HTTP/1.1 200") {
 		t.Errorf("the request under way as the server stopped: %q, want its answer", answered)
 	}
-	if err := <-done; err != nil {
+	if err := <-served; err != nil {
 		t.Errorf("Serve after cancel: %v", err)
 	}
 }
 
 // requestAcross sends half of a GET /healthz to addr, waits until the
-// server has it (busy), calls stop, sends the rest, and returns what the
-// server answered until it closed the connection.
-func requestAcross(t *testing.T, addr string, busy func() bool, stop func()) string {
+// server has it (busy), calls stop, waits until the server is stopping,
+// sends the rest, and returns what the server answered until it closed
+// the connection.
+func requestAcross(t *testing.T, addr string, busy func() bool, stop func(), stopping func() bool) string {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -713,12 +726,16 @@ func requestAcross(t *testing.T, addr string, busy func() bool, stop func()) str
 	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !busy(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the server never took the connection")
+	waitFor := func(what string, cond func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
 		}
 	}
+	waitFor("the server never took the connection", busy)
 	stop()
+	waitFor("the server never began to stop", stopping)
 	if _, err := io.WriteString(c, "Host: ipfailover\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}

@@ -14,15 +14,7 @@ import (
 // /readyz 503, each saying what it waits for; once stopped, another server
 // serves on the same, still open, listener.
 func TestStarting(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	s, err := ServeStarting(ln, func() string { return "waiting for the API server" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, s := serveStarting(t)
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := http.Get("http://" + ln.Addr().String() + path)
@@ -57,21 +49,37 @@ func TestStarting(t *testing.T) {
 // TestStartingAnswersARequestUnderWayAsItStops: a probe the start's
 // server took a moment before Stop is answered by it.
 func TestStartingAnswersARequestUnderWayAsItStops(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	s, err := ServeStarting(ln, func() string { return "waiting for the API server" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, s := serveStarting(t)
 	stopped := make(chan struct{})
 	answered := requestAcross(t, ln.Addr().String(), s.conns.busy, func() {
 		go func() { s.Stop(); close(stopped) }()
+	}, func() bool {
+		// Its Serve returned: it accepts nothing more.
+		select {
+		case <-s.done:
+			return true
+		default:
+			return false
+		}
 	})
 	<-stopped
 	if !strings.HasPrefix(answered, "HTTP/1.1 200") || !strings.Contains(answered, "starting: waiting for the API server") {
 		t.Errorf("the request under way as the start's server stopped: %q, want its answer", answered)
 	}
+}
+
+// serveStarting serves the start's answers, waiting for the API server,
+// on a loopback port, closed at the test's end.
+func serveStarting(t *testing.T) (net.Listener, *Starting) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	s, err := ServeStarting(ln, func() string { return "waiting for the API server" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln, s
 }
