@@ -614,23 +614,69 @@ func TestSilentHolderAnswersLate(t *testing.T) {
 	ctl := probes(10000, "node2", [2]int{6500, 8000})
 	stop(ctl)
 	d.Controls = [][]Probe{probes(10000, "node1", [2]int{1000, 4550}), ctl, probes(10000, "node3")}
-	os := Analyse(d).VIPs[1].Outages
-	if len(os) != 2 || os[0].Len() != 249*time.Millisecond || os[0].Counted() != 0 {
-		t.Fatalf("B's outages %+v, want the first 249 ms long, all of it node2's silence", os)
+	silent := func(what string) {
+		t.Helper()
+		os := Analyse(d).VIPs[1].Outages
+		if len(os) != 2 || os[0].Len() != 249*time.Millisecond || os[0].Silent != 249*time.Millisecond || os[0].Counted() != 0 {
+			t.Fatalf("%s: B's outages %+v, want the first 249 ms long, all of it node2's silence", what, os)
+		}
+		if diff := cmp.Diff([]string{"node2"}, os[0].Mute); diff != "" {
+			t.Errorf("%s: silent holders (-want +got):\n%s", what, diff)
+		}
 	}
-	if diff := cmp.Diff([]string{"node2"}, os[0].Mute); diff != "" {
-		t.Errorf("silent holders (-want +got):\n%s", diff)
-	}
+	silent("node2 stopped")
 	d.Records = append(d.Records, Record{Fault: Fault{Index: 4, Kind: PodDelete, Nodes: []int{1}}, Began: at(1500), Ended: at(1600), Recovered: at(3000),
 		Downs: []NodeDown{{1, Interval{at(1500), at(3000)}}}})
-	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() != 0 {
-		t.Errorf("with node2's pod deleted at 1.5 s and back at 3 s: %s counted, want none", os[0].Counted())
-	}
+	silent("with node2's pod deleted at 1.5 s and back at 3 s")
+	d.Records = d.Records[:len(d.Records)-1]
 	// A node answering at its own address in time: the VIP's timeout is
 	// the failover's.
 	d.Controls[1] = probes(10000, "node2", [2]int{6500, 8000})
-	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 0 {
-		t.Errorf("with node2 answering at once: %s silent, want none", os[0].Silent)
+	if os := Analyse(d).VIPs[1].Outages; os[0].Silent != 0 || os[0].Counted() != 249*time.Millisecond {
+		t.Errorf("with node2 answering at once: %s silent, %s counted; want none silent, all 249ms counted", os[0].Silent, os[0].Counted())
+	}
+}
+
+// TestAnswerGaps: a node's probes waiting with no answer for more than
+// silenceAfter are a gap, from the first probe left waiting to the next
+// answer less the answer time before it; the client sending nothing, or
+// answers coming on time, are none.
+func TestAnswerGaps(t *testing.T) {
+	// stopped returns the probes of a node answering in 1 ms that leaves
+	// the ones sent from 1 s on unanswered until until (ms).
+	stopped := func(until int) []Probe {
+		ps := probes(2000, "node2")
+		for i := range ps {
+			if ms := ps[i].Sent.Sub(t0).Milliseconds(); ms >= 1000 && ms < int64(until) {
+				ps[i].Done = at(until)
+			}
+		}
+		return ps
+	}
+	step := probes(2000, "node2")
+	for i := 100; i < len(step); i++ {
+		step[i].Done = step[i].Sent.Add(100 * time.Millisecond)
+	}
+	idle := slices.Concat(probes(1000, "node2"), []Probe{{Sent: at(1100), Done: at(1101), OK: true, Node: "node2"}})
+	for _, tc := range []struct {
+		name string
+		ps   []Probe
+		want []Interval
+	}{
+		{"no probes", nil, nil},
+		{"one answer", probes(10, "node2"), nil},
+		{"answering at once", probes(2000, "node2"), nil},
+		{"stopped 50 ms: not yet", stopped(1051), nil},
+		{"stopped 51 ms", stopped(1052), []Interval{{at(1000), at(1051)}}},
+		{"stopped 250 ms", stopped(1250), []Interval{{at(1000), at(1249)}}},
+		{"the client sending nothing for 110 ms", idle, nil},
+		{"answers from 1 ms to 100 ms: the step once", step, []Interval{{at(1000), at(1099)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, answerGaps(tc.ps)); diff != "" {
+				t.Errorf("answerGaps (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -759,11 +805,37 @@ func TestAnswerAtTheDeadline(t *testing.T) {
 	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() == 0 {
 		t.Errorf("with node2's own address answering in 100 ms: the outage %+v counted none of it", os[0])
 	}
+	// The bound is the deadline less an interval: 240 ms.
+	slow(ctl, 239*time.Millisecond)
+	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() == 0 {
+		t.Errorf("with node2's own address answering in 239 ms: the outage %+v counted none of it", os[0])
+	}
+	slow(ctl, 240*time.Millisecond)
+	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() != 0 {
+		t.Errorf("with node2's own address answering in 240 ms: the outage %+v counted %s", os[0], os[0].Counted())
+	}
 	slow(ctl, 245*time.Millisecond)
 	d.Records = append(d.Records, Record{Fault: Fault{Index: 4, Kind: NodeFreeze, Nodes: []int{1}}, Began: at(2100), Ended: at(2300), Recovered: at(2300),
 		Bound: 700 * time.Millisecond, Downs: []NodeDown{{1, Interval{at(2100), at(2300)}}}})
 	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() == 0 {
 		t.Errorf("with node2 frozen: the outage %+v counted none of it", os[0])
+	}
+	d.Records = d.Records[:len(d.Records)-1]
+	// The VIP gone from node2 for 5 ms while the probe was in flight.
+	holdings := d.Holdings[vipB]
+	d.Holdings[vipB] = append([]HolderChange{holdings[0], {At: at(2300), Holders: []string{}}, {At: at(2305), Holders: []string{"node2"}}}, holdings[1:]...)
+	if os := Analyse(d).VIPs[1].Outages; os[0].Counted() == 0 {
+		t.Errorf("with B gone from node2 for 5 ms in the probe's flight: the outage %+v counted none of it", os[0])
+	}
+	d.Holdings[vipB] = holdings
+	// Timeouts for longer than a deadline, while node2's own address
+	// answered within it, are the VIP's.
+	for i := 220; i < 250; i++ {
+		d.Probes[1][i] = Probe{Sent: d.Probes[1][i].Sent, Done: d.Probes[1][i].Sent.Add(ProbeDeadline), Err: "timeout"}
+	}
+	os = Analyse(d).VIPs[1].Outages
+	if os[0].Len() <= ProbeDeadline || os[0].Counted() != os[0].Len() {
+		t.Errorf("with 300 ms of B's probes timing out: the outage %+v (%s long) counted %s, want all of it", os[0], os[0].Len(), os[0].Counted())
 	}
 }
 

@@ -9,15 +9,15 @@ import (
 // Hiccups are the spans in which the machine, not the failover, kept the
 // client from its answers: the client probes every node's own address as
 // it probes the VIPs (Data.Controls, the same service on the same port),
-// and in a hiccup every node that a fault did not take down failed to
-// answer there too, at least two of them, while no fault impaired the
+// and in a hiccup every node that no fault had silenced failed to answer
+// there too (its probes failed, or waited with no answer: see
+// controlFails), at least two of them, while no fault impaired the
 // segment. Addresses that never move cannot be failing over; when two or
 // three nodes' own answers stop at once, the VIPs' outages in that span
 // are the machine's (a 2-core host running the cluster, its control plane
 // and the client), like the client's own stalls.
 //
-// A node counts as down from its fault's injection less Lead (a probe in
-// flight then fails with it) to its recovery. A segment fault's whole
+// A node counts as down while a fault silenced it (see nodeDowns). A segment fault's whole
 // window has no hiccup: its loss and delay are what the client's failed
 // probes then measure.
 func (d *Data) Hiccups() []Interval {
@@ -96,8 +96,9 @@ func answerGaps(ps []Probe) []Interval {
 		if end.Sub(a.Done) <= silenceAfter {
 			continue
 		}
-		// A probe waits at most its deadline: the ones sent that long
-		// before a's answer were done by it.
+		// A probe waits at most its deadline: the ones sent more than
+		// that before a's answer were done by it (twice that, for a
+		// margin).
 		i, _ := slices.BinarySearchFunc(ps, a.Done.Add(-2*ProbeDeadline), func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
 		for _, p := range ps[i:] {
 			if !p.Sent.Before(end) {
@@ -336,20 +337,23 @@ func (d *Data) slowTail(o Outage, controls [][]Probe) (Interval, bool) {
 
 // atDeadline reports whether outage o of vip (its probes judged, in order
 // of sending) is only the answering node's slowness at the deadline's
-// edge: every probe that failed in it timed out while the client sent to
-// the node that held the VIP and then answered it (o.Back), and that
-// node's own address, probed within an interval of it, took no less than
-// the deadline less an interval to answer, and answered. A node that
-// answers everything in about the deadline (starved of CPU) leaves some
-// probes a few milliseconds past it and others just within; the VIP was
-// where it was, answered as the node answered anything. Within a segment
-// fault's window, or while a fault silenced the node (downs: nodeDowns),
-// a timeout is the path's or the failover's, not the node's. controls are
+// edge: it lasted no longer than a deadline, and every probe that failed
+// in it timed out while the client sent to the node that held the VIP
+// and then answered it (o.Back), neither changing while the probe was in
+// flight, and that node's own address, probed within an interval of it,
+// took no less than the deadline less an interval to answer, and
+// answered. A node that answers everything in about the deadline (starved
+// of CPU) leaves some probes a few milliseconds past it and others just
+// within; the VIP was where it was, answered as the node answered
+// anything. A longer run of timeouts, while the node's own address kept
+// answering within the deadline, is the VIP's. Within a segment fault's
+// window, or while a fault silenced the node (downs: nodeDowns), a
+// timeout is the path's or the failover's, not the node's. controls are
 // the probes of the nodes' own addresses in the VIP's family.
 func (d *Data) atDeadline(vip netip.Addr, o Outage, judged []Probe, controls [][]Probe, downs [][]Interval) bool {
 	node := o.Back.Node
 	n := slices.Index(d.Nodes, node)
-	if !o.Back.OK || n < 0 || n >= len(controls) {
+	if !o.Back.OK || n < 0 || n >= len(controls) || o.Len() > ProbeDeadline {
 		return false
 	}
 	ctl := controls[n]
@@ -365,7 +369,7 @@ func (d *Data) atDeadline(vip netip.Addr, o Outage, judged []Probe, controls [][
 		}
 		failed++
 		if f.Err != "timeout" || EntryAt(d.Entries[vip], f.Sent) != node || !slices.Contains(d.liveHolders(downs, vip, f.Sent), node) ||
-			spanAt(impaired, f.Sent) {
+			spanAt(impaired, f.Sent) || d.movedWithin(vip, Interval{f.Sent, f.Done}) {
 			return false
 		}
 		j, _ := slices.BinarySearchFunc(ctl, f.Sent.Add(-ProbeInterval), func(p Probe, t time.Time) int { return p.Sent.Compare(t) })
@@ -384,4 +388,12 @@ func (d *Data) atDeadline(vip netip.Addr, o Outage, judged []Probe, controls [][
 		}
 	}
 	return failed > 0
+}
+
+// movedWithin reports whether vip's holders or the client's entry for it
+// changed within i: a VIP gone and back, or the client sent elsewhere and
+// back, while a probe was in flight.
+func (d *Data) movedWithin(vip netip.Addr, i Interval) bool {
+	return slices.ContainsFunc(d.Holdings[vip], func(c HolderChange) bool { return i.Contains(c.At) }) ||
+		slices.ContainsFunc(d.Entries[vip], func(e EntryChange) bool { return i.Contains(e.At) })
 }

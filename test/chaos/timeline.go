@@ -66,9 +66,10 @@ type Outage struct {
 	// client sent to a node that listed the VIP while its kernel had not
 	// announced it (see Data.unannouncedSpans): not held against a limit.
 	Unannounced time.Duration
-	// Slow is how long of the outage's end, outside the above, was the
-	// answering node's slowness (see Data.slowTail): not held against a
-	// limit.
+	// Slow is how long of the outage, outside the above, was the
+	// answering node's slowness: its end (see Data.slowTail), or all of
+	// it when it was the node's answers at the deadline's edge (see
+	// Data.atDeadline). Not held against a limit.
 	Slow time.Duration
 	// Back is the probe whose answer ended the outage, the quickest after
 	// it (zero when the outage lasted to the end of the probes).
