@@ -152,12 +152,16 @@ func (d *duplicates) claim(now time.Time, vip netip.Addr, mac net.HardwareAddr) 
 	return true
 }
 
-// due ends every round that is over at now and starts the next: it returns
-// the VIPs to probe and the conflicts that started or ended.
-func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictChange) {
+// due ends every round that is over at now, or within early of it, and
+// starts the next from the round's due time (now plus early, so that a
+// round ended early keeps its length): it returns the VIPs to probe and
+// the conflicts that started or ended. A conflict starts, and lasts, by
+// now: a release read at once after it lasted no time, not less.
+func (d *duplicates) due(now time.Time, early time.Duration) (probe []netip.Addr, changes []conflictChange) {
 	d.nextKnown = false
+	horizon := now.Add(early)
 	for v, st := range d.vips {
-		if st.end.After(now) {
+		if st.end.After(horizon) {
 			continue
 		}
 		answered := len(st.answered) > 0
@@ -188,7 +192,7 @@ func (d *duplicates) due(now time.Time) (probe []netip.Addr, changes []conflictC
 			length, regular = min(length, d.confirm), false
 		}
 		st.answered = nil
-		st.end = now.Add(length)
+		st.end = horizon.Add(length)
 		if regular && d.grid > 0 {
 			if t := st.end.Truncate(d.grid); t.Before(st.end) {
 				st.end = t.Add(d.grid)

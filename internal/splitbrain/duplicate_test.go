@@ -46,7 +46,7 @@ func (r *dupRun) until(at time.Duration, claim func(v netip.Addr)) {
 			break
 		}
 		r.now = next
-		probe, changes := r.d.due(r.now)
+		probe, changes := r.d.due(r.now, 0)
 		r.record(probe, changes)
 		if claim != nil {
 			for _, v := range probe {
@@ -209,7 +209,7 @@ func TestDuplicatesScale(t *testing.T) {
 				vips = append(vips, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
 			}
 			d.setHeld(start, vips)
-			d.due(start.Add(2 * time.Second))
+			d.due(start.Add(2*time.Second), 0)
 			ends := map[time.Time]bool{}
 			for _, v := range vips {
 				st := d.vips[v]
@@ -235,7 +235,7 @@ func TestDuplicatesScale(t *testing.T) {
 			for now.Before(start.Add(62 * time.Second)) {
 				next, _ := d.next()
 				now = next
-				p, _ := d.due(now)
+				p, _ := d.due(now, 0)
 				probes += len(p)
 				wakes++
 			}
@@ -277,5 +277,37 @@ func TestDuplicatesGridKeepsDetection(t *testing.T) {
 		if len(r.changes) != 2 || r.changes[1].started {
 			t.Errorf("grid %v: changes %+v by 6.5 s, want the conflict over (the round answered at 3.3 s, then two silent one-second rounds)", grid, r.changes)
 		}
+	}
+}
+
+// TestDuplicateEndedEarlyLasts: a conflict confirmed by a round that the
+// loop ended early (within its batch) started when the loop ran, not at
+// the round's due time: released 1 ms later, it lasted 1 ms, not less
+// than nothing.
+func TestDuplicateEndedEarlyLasts(t *testing.T) {
+	v := netip.MustParseAddr("192.0.2.100")
+	mac := []byte{2, 0, 0, 0, 0, 1}
+	d := newDuplicates(timing{probe: 2 * time.Second, gap: 100 * time.Millisecond, confirm: time.Second})
+	now := time.Unix(1000, 0)
+	d.setHeld(now, []netip.Addr{v})
+	var started bool
+	for range 4 {
+		d.claim(now, v, mac)
+		next, _ := d.next()
+		now = next.Add(-50 * time.Millisecond)
+		_, changes := d.due(now, 100*time.Millisecond)
+		for _, c := range changes {
+			started = started || c.started
+		}
+		if started {
+			break
+		}
+	}
+	if !started {
+		t.Fatal("no conflict started from a host answering every round")
+	}
+	_, ended := d.setHeld(now.Add(time.Millisecond), nil)
+	if len(ended) != 1 || !ended[0].released || ended[0].lasted != time.Millisecond {
+		t.Errorf("released 1 ms after the conflict began: %+v, want one release that lasted 1ms", ended)
 	}
 }

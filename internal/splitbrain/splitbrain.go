@@ -685,7 +685,7 @@ func (g *Guard) step(now time.Time) {
 	// Rounds that end within probeBatch end now; regular rounds end on
 	// the grid: at 254 VIPs the loop wakes about once a second, not ten
 	// times.
-	probe, changes := g.dup.due(now.Add(probeBatch))
+	probe, changes := g.dup.due(now, probeBatch)
 	g.send(probe)
 	g.report(changes)
 	asks, ended, announce := g.contest.due(now)
