@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -913,6 +915,37 @@ func TestHoldingsInOrder(t *testing.T) {
 }
 
 // TestCheckPasses: a node is back once its metrics say its check passes.
+// TestCPUCheck: ipfailover's CPU since its start, from its process
+// collector's series, passes up to a fifth of a core.
+func TestCPUCheck(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	page := func(cpu float64) string {
+		return fmt.Sprintf("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %d\n", cpu, now.Unix()-100)
+	}
+	for _, tc := range []struct {
+		name, page string
+		ok         bool
+		detail     string
+	}{
+		{"idle", page(1.5), true, "1.5 % (1.5s of CPU in 1m40s)"},
+		{"a fifth of a core", page(20), true, "20.0 % (20s of CPU in 1m40s)"},
+		{"spinning", page(99), false, "99.0 % (1m39s of CPU in 1m40s)"},
+		{"no process series", "# TYPE ipfailover_check_up gauge\nipfailover_check_up 1\n", false, "no process_cpu_seconds_total or process_start_time_seconds in the metrics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := parser.TextToMetricFamilies(strings.NewReader(tc.page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cpuCheck("node1", fams, now)
+			if c.OK != tc.ok || c.Detail != tc.detail {
+				t.Errorf("cpuCheck: ok %v, %q; want %v, %q", c.OK, c.Detail, tc.ok, tc.detail)
+			}
+		})
+	}
+}
+
 func TestCheckPasses(t *testing.T) {
 	page := "# HELP ipfailover_check_up 1 when the built-in check passes\n# TYPE ipfailover_check_up gauge\nipfailover_check_up %s\nipfailover_check_duration_seconds_count 3\n"
 	if err := checkPasses(fmt.Sprintf(page, "1")); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -67,17 +68,54 @@ func checkPasses(metrics string) error {
 	return errors.New("no ipfailover_check_up in the metrics")
 }
 
-// metricsCheck scrapes a node's /metrics and compares it with the holders:
-// ipfailover_vip_held is 1 exactly for the VIPs the node holds, keepalived
-// is MASTER (keepalived_vrrp_state 2) exactly for their instances, and no
-// VIP is reported on two nodes (ipfailover_vip_duplicate 0).
-func metricsCheck(ctx context.Context, hc *http.Client, node, url string, vips []netip.Addr, holders map[netip.Addr][]string, conf *keepalived.Conf) Check {
-	c := Check{Name: node + ": metrics agree with the holders (vip_held, vrrp_state, vip_duplicate)"}
+// metricsChecks scrapes a node's /metrics and compares it with the
+// holders: ipfailover_vip_held is 1 exactly for the VIPs the node holds,
+// keepalived is MASTER (keepalived_vrrp_state 2) exactly for their
+// instances, and no VIP is reported on two nodes (ipfailover_vip_duplicate
+// 0). From the same page, ipfailover's CPU since it started (cpuCheck).
+func metricsChecks(ctx context.Context, hc *http.Client, node, url string, vips []netip.Addr, holders map[netip.Addr][]string, conf *keepalived.Conf) []Check {
 	fams, err := scrapeMetrics(ctx, hc, url)
 	if err != nil {
-		c.Detail = err.Error()
+		return []Check{{Name: node + ": /metrics answers", Detail: err.Error()}}
+	}
+	return []Check{holdersCheck(node, fams, vips, holders, conf), cpuCheck(node, fams, time.Now())}
+}
+
+// maxCPUShare is the most of a core ipfailover may have used, on average,
+// from its start to the end of a run. A node's silence at its own address
+// and its slow answers are not held against the failover (see
+// Data.silentSpans, Data.atDeadline): they are taken for the machine's or
+// a fault's starving. A process of ours that spins (a loop on a bad
+// netlink message, renders without end) would starve its node itself;
+// this check keeps that from passing for the machine's doing.
+const maxCPUShare = 0.2
+
+// cpuCheck reads ipfailover's own CPU from fams, a node's /metrics (the
+// process collector's process_cpu_seconds_total over the time since
+// process_start_time_seconds, at now): at most maxCPUShare of a core.
+func cpuCheck(node string, fams map[string]*dto.MetricFamily, now time.Time) Check {
+	c := Check{Name: fmt.Sprintf("%s: ipfailover used at most %.0f %% of a core since it started", node, 100*maxCPUShare)}
+	cpu, start := fams["process_cpu_seconds_total"].GetMetric(), fams["process_start_time_seconds"].GetMetric()
+	if len(cpu) != 1 || len(start) != 1 {
+		c.Detail = "no process_cpu_seconds_total or process_start_time_seconds in the metrics"
 		return c
 	}
+	used := time.Duration(cpu[0].GetCounter().GetValue() * float64(time.Second))
+	up := now.Sub(time.Unix(0, int64(start[0].GetGauge().GetValue()*float64(time.Second))))
+	if up <= 0 {
+		c.Detail = fmt.Sprintf("started %s after the scrape", -up)
+		return c
+	}
+	share := float64(used) / float64(up)
+	c.OK = share <= maxCPUShare
+	c.Detail = fmt.Sprintf("%.1f %% (%s of CPU in %s)", 100*share, used.Round(time.Millisecond), up.Round(time.Second))
+	return c
+}
+
+// holdersCheck compares a node's metrics (fams) with the holders: see
+// metricsChecks.
+func holdersCheck(node string, fams map[string]*dto.MetricFamily, vips []netip.Addr, holders map[netip.Addr][]string, conf *keepalived.Conf) Check {
+	c := Check{Name: node + ": metrics agree with the holders (vip_held, vrrp_state, vip_duplicate)"}
 	var wrong []string
 	held := map[string]float64{}
 	for _, m := range fams["ipfailover_vip_held"].GetMetric() {

@@ -723,7 +723,7 @@ func (t *kubeTarget) settled(ctx context.Context) []Check {
 			OK:     kerr == nil && ierr == nil && len(ka) == 2 && len(ipf) == 1 && zombies == 0,
 			Detail: fmt.Sprintf("%d ipfailover, %d keepalived, %d zombies%s", len(ipf), len(ka), zombies, errString(errors.Join(kerr, ierr)))})
 		url := fmt.Sprintf("http://%s/metrics", netip.AddrPortFrom(n.Addr4, 9650))
-		checks = append(checks, metricsCheck(ctx, t.c.Lab().HTTPClient(), m.Name, url, labVIPs, holders, t.configs()[m.Name]))
+		checks = append(checks, metricsChecks(ctx, t.c.Lab().HTTPClient(), m.Name, url, labVIPs, holders, t.configs()[m.Name])...)
 	}
 	bt, err := t.c.Lab().BridgeTables(ctx)
 	checks = append(checks, Check{Name: "the bridge has no table left by the nemesis", OK: err == nil && len(bt) == 0, Detail: fmt.Sprint(bt, errString(err))})

@@ -852,7 +852,7 @@ func (t *labTarget) settled(ctx context.Context) []Check {
 			OK: err == nil && slices.Equal(comms, want) && zombies == 0, Detail: fmt.Sprintf("%v, %d zombies%s", comms, zombies, errString(err))})
 	}
 	for _, n := range t.c.Nodes {
-		checks = append(checks, metricsCheck(ctx, t.hc(), n.Name, t.metricsURL(n.Name), labVIPs, holders, t.confs[n.Name]))
+		checks = append(checks, metricsChecks(ctx, t.hc(), n.Name, t.metricsURL(n.Name), labVIPs, holders, t.confs[n.Name])...)
 	}
 	s := t.surprised()
 	checks = append(checks, Check{Name: "no program exited without the nemesis stopping it", OK: len(s) == 0, Detail: strings.Join(s, "; ")})
