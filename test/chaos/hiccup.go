@@ -17,9 +17,9 @@ import (
 // are the machine's (a 2-core host running the cluster, its control plane
 // and the client), like the client's own stalls.
 //
-// A node counts as down while a fault silenced it (see nodeDowns). A segment fault's whole
-// window has no hiccup: its loss and delay are what the client's failed
-// probes then measure.
+// A node counts as down while a fault silenced it (see nodeDowns). A
+// segment fault's whole window has no hiccup: its loss and delay are what
+// the client's failed probes then measure.
 func (d *Data) Hiccups() []Interval {
 	if len(d.Controls) < 2 || len(d.Controls) != len(d.Nodes) {
 		return nil
