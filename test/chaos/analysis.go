@@ -55,6 +55,12 @@ type Data struct {
 	// still show: preemption back to the returning node takes up to 3
 	// advert intervals and its skew.
 	Allowance time.Duration
+	// Advert is the interval at which the fleet's VRRP instances sent
+	// adverts: a backup takes over no sooner than three of them and its
+	// skew after the holder's last advert (see frozenFor). 0: unknown (a
+	// recording made before it was kept), no handover is the node's
+	// freeze.
+	Advert time.Duration
 	// Lead is how long before a fault's injection its window opens: a
 	// probe in flight when the fault begins (sent up to its deadline
 	// before) fails with it.
@@ -137,9 +143,20 @@ type Handover struct {
 	// window contains At, and it is the segment's, the API server's or
 	// every node's, targets one of the takers (a node coming back takes
 	// its VIPs back), or takes the starved node itself down); -1 when
-	// none does, a false alarm.
+	// none does.
 	Excused int
+	// Frozen is how long the fault's node had not answered the client at
+	// its own address (in the VIP's family) when the VIP left it, when
+	// that was at least two advert intervals (see frozenFor): its whole
+	// userland stopped, a program of four times ipfailover's CPU share
+	// with it, long enough for a backup to time out. Moving the VIP is
+	// then the failover doing its job. 0 otherwise.
+	Frozen time.Duration
 }
+
+// excused reports whether another fault or the node's freeze explains h;
+// a handover neither explains is a false alarm.
+func (h Handover) excused() bool { return h.Excused >= 0 || h.Frozen > 0 }
 
 // VIPResult is one VIP's figures over the run.
 type VIPResult struct {
@@ -376,9 +393,17 @@ func Analyse(d *Data) Analysis {
 		}
 		for _, v := range r.Held {
 			a.Kept++
-			for _, h := range d.handovers(ri, v, wins) {
+			silent := fails4
+			if v.Is6() && len(d.Controls6) == len(d.Nodes) {
+				silent = fails6
+			}
+			var frozen []Interval
+			if r.Nodes[0] < len(silent) {
+				frozen = silent[r.Nodes[0]]
+			}
+			for _, h := range d.handovers(ri, v, wins, frozen) {
 				a.Handovers = append(a.Handovers, h)
-				if h.Excused < 0 {
+				if !h.excused() {
 					a.Violations = append(a.Violations, Violation{Record: ri, VIP: v, What: fmt.Sprintf("handover to %v", h.Takers), Got: h.Len, At: h.At})
 				}
 			}
@@ -414,8 +439,10 @@ func inOrder(h Holdings) {
 // handovers lists the spans in which v, held by the node of the keep fault
 // d.Records[ri] when it began, was not held by that node alone, from the
 // injection to KeepAfter after the fault was undone, each excused or not
-// by another fault whose window (wins) contains its start.
-func (d *Data) handovers(ri int, v netip.Addr, wins []Interval) []Handover {
+// by another fault whose window (wins) contains its start, or by the
+// node's freeze: silent are the spans in which it did not answer the
+// client at its own address (controlFails, in v's family).
+func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, silent []Interval) []Handover {
 	r := d.Records[ri]
 	holder := d.Nodes[r.Nodes[0]]
 	span := Interval{r.Began, r.Ended.Add(KeepAfter)}
@@ -457,9 +484,32 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval) []Handover {
 				break
 			}
 		}
+		if h.Excused < 0 && d.Advert > 0 {
+			if f := frozenFor(silent, h.At); f >= 2*d.Advert {
+				h.Frozen = f
+			}
+		}
 		out = append(out, h)
 	}
 	return out
+}
+
+// frozenFor is how long a node with the silent spans (sorted, disjoint:
+// controlFails') had gone without answering at t: t less the start of the
+// span that contains t, 0 when none does. A backup takes the VIPs of a
+// holder whose adverts stop no sooner than its master-down interval
+// (three adverts and a skew) after the last one it heard, which the holder
+// sent at most one advert interval before it stopped: a node that stopped
+// and lost its VIPs for it was silent at least two advert intervals when
+// they left. A silence that ended before t does not count, however long:
+// the node was back and its adverts with it.
+func frozenFor(silent []Interval, t time.Time) time.Duration {
+	for _, s := range silent {
+		if !s.Start.After(t) && !s.End.Before(t) {
+			return t.Sub(s.Start)
+		}
+	}
+	return 0
 }
 
 // outsideStalls returns ps without the probes that timed out in flight

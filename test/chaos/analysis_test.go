@@ -958,3 +958,61 @@ func TestCheckPasses(t *testing.T) {
 		t.Error("no check series: no error")
 	}
 }
+
+// TestAnalyseHandoverFrozenNode: a starved node that stopped answering at
+// its own address at least two advert intervals before its VIP left it,
+// and was still silent then, lost it by VRRP's own rule: the handover is
+// listed, excused by the freeze. A shorter silence, one over before the
+// VIP left, another node's silence or an unknown advert interval excuse
+// nothing.
+func TestAnalyseHandoverFrozenNode(t *testing.T) {
+	handover := []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{"node2"}},
+		{At: at(5112), Holders: []string{"node1"}}}
+	for _, tc := range []struct {
+		name   string
+		advert time.Duration
+		// silent is the node (index) that did not answer its own
+		// address, and when.
+		silent int
+		from   int
+		to     int
+		frozen time.Duration
+	}{
+		{name: "silent 500 ms at 0.2 s adverts", advert: 200 * time.Millisecond, from: 4500, to: 5100, frozen: 500 * time.Millisecond},
+		{name: "silent exactly two adverts", advert: 200 * time.Millisecond, from: 4600, to: 5100, frozen: 400 * time.Millisecond},
+		{name: "silent 390 ms at 0.2 s adverts", advert: 200 * time.Millisecond, from: 4610, to: 5100},
+		{name: "silent 500 ms at 1 s adverts", advert: time.Second, from: 4500, to: 5100},
+		{name: "silence over before the VIP left", advert: 200 * time.Millisecond, from: 4000, to: 4990},
+		{name: "another node silent", advert: 200 * time.Millisecond, silent: 1, from: 4500, to: 5100},
+		{name: "advert interval unknown", from: 4500, to: 5100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := starved()
+			d.Advert = tc.advert
+			d.Holdings[vipA] = handover
+			d.Controls = [][]Probe{probes(20000, "node1"), probes(20000, "node2"), probes(20000, "node3")}
+			d.Controls[tc.silent] = probes(20000, names3[tc.silent], [2]int{tc.from, tc.to})
+			a := Analyse(d)
+			if len(a.Handovers) != 1 {
+				t.Fatalf("handovers %+v, want one", a.Handovers)
+			}
+			h := a.Handovers[0]
+			if h.Frozen != tc.frozen || h.Excused != -1 || h.Len != 112*time.Millisecond {
+				t.Errorf("handover %+v, want 112 ms, frozen %s, no other fault excusing it", h, tc.frozen)
+			}
+			var bad []Violation
+			for _, v := range a.Violations {
+				if strings.HasPrefix(v.What, "handover") {
+					bad = append(bad, v)
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.frozen > 0]; len(bad) != want {
+				t.Errorf("handover violations %+v, want %d", bad, want)
+			}
+			notes := strings.Join(handoverNotes(d, &a, 0), "; ")
+			if freeze := strings.Contains(notes, "had not answered at its own address for "+fmtDur(tc.frozen)); freeze != (tc.frozen > 0) {
+				t.Errorf("notes %q: the freeze named %v, want %v", notes, freeze, tc.frozen > 0)
+			}
+		})
+	}
+}

@@ -55,6 +55,10 @@ func Reanalyse(dir, out string) (*Result, error) {
 		return nil, fmt.Errorf("%s: no data recorded", f.Name())
 	}
 	res := r.Result
+	if res.Data.Advert == 0 {
+		// Recorded before Data kept it.
+		res.Data.Advert = fleetAdvert(r.Options)
+	}
 	res.Pictures, res.Report = nil, ""
 	res.Analysis = Analyse(res.Data)
 	o := r.Options

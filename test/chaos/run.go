@@ -89,6 +89,16 @@ func advertOf(v string) time.Duration {
 	return time.Second
 }
 
+// fleetAdvert is the interval at which the fleet of o sends adverts: the
+// one set, or on the cluster (pods mode, a few VIPs) the fleet's fast
+// default, else keepalived's 1 s.
+func fleetAdvert(o Options) time.Duration {
+	if o.AdvertInterval == "" && o.Target == "kube" {
+		return config.FastAdvertInterval
+	}
+	return advertOf(o.AdvertInterval)
+}
+
 // Result is a finished run.
 type Result struct {
 	Schedule Schedule
@@ -168,7 +178,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	}
 	names := t.nodeNames()
 	sched := Plan(o.Seed, o.Duration, prof)
-	fmt.Fprintf(out, "chaos: %s, %d nodes, VIPs %v, advert interval %s\n", t.name(), len(names), t.vips(), advertOf(o.AdvertInterval))
+	fmt.Fprintf(out, "chaos: %s, %d nodes, VIPs %v, advert interval %s\n", t.name(), len(names), t.vips(), fleetAdvert(o))
 	fmt.Fprint(out, sched.String(names))
 
 	began := time.Now()
@@ -200,7 +210,7 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 	}
 	defer closeDialer()
 	prober := StartProber(ctx, dial, targets, ProbeInterval, ProbeDeadline)
-	d := &Data{Nodes: names, VIPs: t.vips(), Allowance: 3*advertOf(o.AdvertInterval) + time.Second, Lead: ProbeDeadline, DupBound: DupBound}
+	d := &Data{Nodes: names, VIPs: t.vips(), Allowance: 3*advertOf(o.AdvertInterval) + time.Second, Advert: fleetAdvert(o), Lead: ProbeDeadline, DupBound: DupBound}
 	// A second of answers before the first fault shows every VIP answered.
 	if err := sleep(ctx, time.Second); err != nil {
 		prober.Stop()
