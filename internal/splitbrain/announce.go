@@ -69,6 +69,9 @@ type contests struct {
 	// announcements held back by spacing.
 	announced map[netip.Addr]time.Time
 	pending   map[netip.Addr]time.Time
+	// again are the VIPs this node's keepalived took, and when each is
+	// announced once more (see taken).
+	again map[netip.Addr]time.Time
 }
 
 // earlyClaim is a claim on a VIP this node did not hold when it was read.
@@ -106,7 +109,24 @@ type contestEnd struct {
 
 func newContests(t timing) *contests {
 	return &contests{round: t.contest, gap: t.contestGap, spacing: t.spacing,
-		held: map[netip.Addr]bool{}, early: map[netip.Addr]earlyClaim{}, vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}}
+		held: map[netip.Addr]bool{}, early: map[netip.Addr]earlyClaim{}, vips: map[netip.Addr]*contest{}, announced: map[netip.Addr]time.Time{}, pending: map[netip.Addr]time.Time{}, again: map[netip.Addr]time.Time{}}
+}
+
+// taken records that this node's keepalived said at now that it took
+// vips: each is announced once more a round later. keepalived announces a
+// VIP as it takes it, and the host that lets it go may still speak for it
+// after that, in the moment before it hears the new master's advert and
+// removes it: a neighbour solicitation from the VIP (to reach a client of
+// a connection it was still serving) or an answer points that client back
+// at it, and keepalived announces again only garp_master_delay (5 s)
+// later. The old host then no longer has the VIP, so it neither answers
+// this node's probes nor starts a contest: nothing else brings such a
+// client back before its own neighbour entry fails. An IPv6 client stayed
+// with the old holder 1.5 s after a replaced pod's node took its VIP back.
+func (c *contests) taken(now time.Time, vips []netip.Addr) {
+	for _, v := range vips {
+		c.again[v] = now.Add(c.round)
+	}
 }
 
 // setHeld records which VIPs this node holds at now: a VIP that left ends
@@ -180,8 +200,10 @@ func containsMAC(ms []net.HardwareAddr, m net.HardwareAddr) bool {
 // goes on with probes to the hosts that answered; one without ends, and
 // its VIP is announced (now, or once spacing allows). A host asked that
 // did not answer while others did is out of the contest, and the VIP is
-// announced for its clients too.
-func (c *contests) due(now time.Time) (probes []probeTo, ended []contestEnd, announce []netip.Addr) {
+// announced for its clients too. again are the VIPs taken a round ago
+// (see taken), but for those a contest goes on for (its end announces
+// them) or announced within the round.
+func (c *contests) due(now time.Time) (probes []probeTo, ended []contestEnd, announce, again []netip.Addr) {
 	round := c.roundLen(len(c.vips))
 	for v, ct := range c.vips {
 		if ct.end.After(now) {
@@ -230,7 +252,24 @@ func (c *contests) due(now time.Time) (probes []probeTo, ended []contestEnd, ann
 			delete(c.pending, v)
 		}
 	}
-	return probes, ended, announce
+	for v, at := range c.again {
+		if at.After(now) {
+			continue
+		}
+		delete(c.again, v)
+		if c.vips[v] != nil {
+			continue
+		}
+		if last, ok := c.announced[v]; ok && now.Sub(last) < c.round {
+			continue
+		}
+		again = append(again, v)
+		if c.held[v] {
+			c.announced[v] = now
+		}
+	}
+	slices.SortFunc(again, netip.Addr.Compare)
+	return probes, ended, announce, again
 }
 
 // next returns when the next round ends or the next held-back
@@ -246,6 +285,11 @@ func (c *contests) next() (time.Time, bool) {
 		if last, ok := c.announced[v]; ok && last.Add(c.spacing).After(p) {
 			p = last.Add(c.spacing)
 		}
+		if at.IsZero() || p.Before(at) {
+			at = p
+		}
+	}
+	for _, p := range c.again {
 		if at.IsZero() || p.Before(at) {
 			at = p
 		}

@@ -60,7 +60,7 @@ func (r *contestRun) until(at time.Duration) {
 			break
 		}
 		r.now = next
-		probes, ended, announce := r.c.due(r.now)
+		probes, ended, announce, again := r.c.due(r.now)
 		for _, e := range ended {
 			still := ""
 			if len(e.still) > 0 {
@@ -70,6 +70,9 @@ func (r *contestRun) until(at time.Duration) {
 		}
 		for _, v := range announce {
 			r.events = append(r.events, fmt.Sprintf("%s announce %s", r.at(), v))
+		}
+		for _, v := range again {
+			r.events = append(r.events, fmt.Sprintf("%s announce %s again", r.at(), v))
 		}
 		r.sent(probes)
 	}
@@ -105,6 +108,54 @@ func TestContests(t *testing.T) {
 			"1.2s probe 192.0.2.100 to " + mb,
 			"1.4s end 192.0.2.100 after 1.4s with " + mb,
 			"1.4s announce 192.0.2.100",
+		},
+	}, {
+		// The old master's solicitation from the VIP, sent as it let go,
+		// pointed a client back at it: nothing this node sees.
+		name: "taken: announced once more a round after keepalived's MASTER",
+		script: func(r *contestRun) {
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip, vip6}))
+			r.c.taken(r.now, []netip.Addr{vip, vip6})
+			r.until(3 * time.Second)
+		},
+		want: []string{
+			"0.2s announce 192.0.2.100 again",
+			"0.2s announce 2001:db8::100 again",
+		},
+	}, {
+		// The contest's end announces it; once is enough.
+		name: "taken while the old master still answers: the contest's end announces it",
+		script: func(r *contestRun) {
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
+			holding := true
+			r.answers = func(probeTo) bool { return holding }
+			r.c.taken(r.now, []netip.Addr{vip})
+			r.claim(vip, macB)
+			r.until(250 * time.Millisecond)
+			holding = false
+			r.until(3 * time.Second)
+		},
+		want: []string{
+			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s probe 192.0.2.100 to " + mb, // answered: no announcement yet
+			"0.4s probe 192.0.2.100 to " + mb,
+			"0.6s end 192.0.2.100 after 600ms with " + mb,
+			"0.6s announce 192.0.2.100",
+		},
+	}, {
+		// A contest ended just before: the clients came back a moment ago.
+		name: "taken just after a contest's announcement: not announced again",
+		script: func(r *contestRun) {
+			r.sent(r.c.setHeld(r.now, []netip.Addr{vip}))
+			r.claim(vip, macB)
+			r.until(100 * time.Millisecond)
+			r.c.taken(r.now, []netip.Addr{vip})
+			r.until(3 * time.Second)
+		},
+		want: []string{
+			"0.0s probe 192.0.2.100 to " + mb,
+			"0.2s end 192.0.2.100 after 200ms with " + mb,
+			"0.2s announce 192.0.2.100",
 		},
 	}, {
 		name: "a probe from a host that does not have the VIP (a stray's remover): one round",
@@ -269,7 +320,7 @@ func TestContestsStretch(t *testing.T) {
 			break
 		}
 		now = next
-		ps, _, _ := c.due(now)
+		ps, _, _, _ := c.due(now)
 		probes += len(ps)
 		for _, p := range ps {
 			c.claim(now, p.vip, p.mac)

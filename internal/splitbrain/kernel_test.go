@@ -477,6 +477,47 @@ func TestKernelAnnounces(t *testing.T) {
 	})
 }
 
+// TestKernelAnnouncesATakeoverAgain: a round after keepalived says it took
+// an instance, the guard announces its VIPs once more, so that a client
+// the host letting go pointed back at itself (its neighbour solicitation
+// from the VIP, sent as it let go) follows this node. Here the peer plays
+// that client, its entries naming another MAC; before keepalived's word
+// the guard says nothing, and these announcements are not counted as the
+// ends of contests.
+func TestKernelAnnouncesATakeoverAgain(t *testing.T) {
+	p := newPair(t)
+	v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100")
+	nstest.IP(t, p.node, "addr", "add", "192.0.2.100/32", "dev", "eth0")
+	nstest.IP(t, p.node, "addr", "add", "2001:db8::100/128", "dev", "eth0", "nodad")
+	raw := config.Raw{VirtualIPs: "192.0.2.100,2001:db8::100"}
+	g, _ := p.guard(t, raw)
+	bogus := "02:00:00:00:00:99"
+	nstest.IP(t, p.peer, "neigh", "replace", "192.0.2.100", "lladdr", bogus, "nud", "stale", "dev", "eth0")
+	nstest.IP(t, p.peer, "-6", "neigh", "replace", "2001:db8::100", "lladdr", bogus, "nud", "stale", "dev", "eth0")
+	neigh := func(v netip.Addr) string {
+		out, err := exec.Command("ip", "-n", p.peer, "neigh", "show", v.String(), "dev", "eth0").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	mac := p.nodeMAC(t).String()
+	time.Sleep(time.Second)
+	if strings.Contains(neigh(v4), mac) || strings.Contains(neigh(v6), mac) {
+		t.Fatalf("the peer's entries name the node before any takeover: %q %q", neigh(v4), neigh(v6))
+	}
+	for _, in := range testPlan(t, raw).Instances {
+		g.notes <- keepalived.Notification{Instance: in.Name, State: keepalived.StateNameMaster, Priority: in.Priority}
+	}
+	took := waitUntil(t, "the peer's entries to name the node", func() bool {
+		return strings.Contains(neigh(v4), mac) && strings.Contains(neigh(v6), mac)
+	})
+	t.Logf("the peer's entries name the node %v after keepalived's MASTER lines (a round: 200ms): %q %q", took, neigh(v4), neigh(v6))
+	if n := g.Snapshot().Announced; n[v4] != 0 || n[v6] != 0 {
+		t.Errorf("announcements counted %v, want none: no contest ended", n)
+	}
+}
+
 // TestKernelProbesLeaveClientsAlone: a node that died with its addresses
 // (its kernel still answers for an IPv6 VIP this node now holds) answers
 // this node's probes, and the duplicate shows, but a client on the link

@@ -649,6 +649,11 @@ func (g *Guard) note(now time.Time, n keepalived.Notification) {
 	case keepalived.StateNameMaster, keepalived.StateNameBackup, keepalived.StateNameFault, keepalived.StateNameStop:
 		g.takeovers.note(now, n.Instance, string(n.State))
 	}
+	if n.State == keepalived.StateNameMaster {
+		if _, vips, _, ok := g.takeovers.instance(n.Instance); ok {
+			g.contest.taken(now, vips)
+		}
+	}
 }
 
 // checkRestart drops keepalived's word when another keepalived runs (or
@@ -688,7 +693,7 @@ func (g *Guard) step(now time.Time) {
 	probe, changes := g.dup.due(now, probeBatch)
 	g.send(probe)
 	g.report(changes)
-	asks, ended, announce := g.contest.due(now)
+	asks, ended, announce, again := g.contest.due(now)
 	g.probe(asks)
 	for _, e := range ended {
 		if len(e.still) > 0 {
@@ -700,6 +705,7 @@ func (g *Guard) step(now time.Time) {
 			"vip", e.vip, "other_mac", macList(e.macs), "lasted", e.lasted.Round(time.Millisecond))
 	}
 	g.announce(announce, true)
+	g.announce(again, false)
 	if strays, missing := g.ownership.due(now); len(strays)+len(missing) > 0 {
 		for _, v := range strays {
 			g.removeStray(now, v)
