@@ -57,7 +57,7 @@ type Data struct {
 	Allowance time.Duration
 	// Advert is the interval at which the fleet's VRRP instances sent
 	// adverts: a backup takes over no sooner than three of them and its
-	// skew after the holder's last advert (see frozenFor). 0: unknown (a
+	// skew after the holder's last advert (see Data.frozen). 0: unknown (a
 	// recording made before it was kept), no handover is the node's
 	// freeze.
 	Advert time.Duration
@@ -146,9 +146,9 @@ type Handover struct {
 	// none does.
 	Excused int
 	// Frozen is how long the fault's node had not answered the client at
-	// its own address (in the VIP's family) when the VIP left it, when
-	// that was at least two advert intervals (see frozenFor): its whole
-	// userland stopped, a program of four times ipfailover's CPU share
+	// its own addresses when another node took the VIP from it, when that
+	// was at least two advert intervals (see Data.frozen) and it still
+	// held the VIP: its whole userland had stopped, its checked service
 	// with it, long enough for a backup to time out. Moving the VIP is
 	// then the failover doing its job. 0 otherwise.
 	Frozen time.Duration
@@ -393,14 +393,7 @@ func Analyse(d *Data) Analysis {
 		}
 		for _, v := range r.Held {
 			a.Kept++
-			silent := fails4
-			if v.Is6() && len(d.Controls6) == len(d.Nodes) {
-				silent = fails6
-			}
-			var frozen []Interval
-			if r.Nodes[0] < len(silent) {
-				frozen = silent[r.Nodes[0]]
-			}
+			frozen := d.frozen(r.Nodes[0], fails4, fails6)
 			for _, h := range d.handovers(ri, v, wins, frozen) {
 				a.Handovers = append(a.Handovers, h)
 				if !h.excused() {
@@ -440,9 +433,12 @@ func inOrder(h Holdings) {
 // d.Records[ri] when it began, was not held by that node alone, from the
 // injection to KeepAfter after the fault was undone, each excused or not
 // by another fault whose window (wins) contains its start, or by the
-// node's freeze: silent are the spans in which it did not answer the
-// client at its own address (controlFails, in v's family).
-func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, silent []Interval) []Handover {
+// node's freeze: frozen tells how long the node had been silent at a
+// moment (see Data.frozen), and a span that began with the node still
+// holding the VIP beside another (a frozen node keeps its addresses; one
+// that removed the VIP was running) when it had been silent at least two
+// advert intervals is the freeze's.
+func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, frozen func(time.Time) time.Duration) []Handover {
 	r := d.Records[ri]
 	holder := d.Nodes[r.Nodes[0]]
 	span := Interval{r.Began, r.Ended.Add(KeepAfter)}
@@ -452,6 +448,9 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, silent []Interva
 	cs := d.Holdings[v]
 	var out []Handover
 	for _, iv := range spans(cs, d.End, func(h []string) bool { return len(h) != 1 || h[0] != holder }) {
+		// When the VIP moved: a span under way at the injection began
+		// before it.
+		moved := iv.Start
 		iv, ok := iv.clip(span.Start, span.End)
 		if !ok {
 			continue
@@ -484,8 +483,8 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, silent []Interva
 				break
 			}
 		}
-		if h.Excused < 0 && d.Advert > 0 {
-			if f := frozenFor(silent, h.At); f >= 2*d.Advert {
+		if h.Excused < 0 && d.Advert > 0 && slices.Contains(HoldersAt(cs, moved), holder) {
+			if f := frozen(moved); f >= 2*d.Advert {
 				h.Frozen = f
 			}
 		}
@@ -494,22 +493,50 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, silent []Interva
 	return out
 }
 
-// frozenFor is how long a node with the silent spans (sorted, disjoint:
-// controlFails') had gone without answering at t: t less the start of the
-// span that contains t, 0 when none does. A backup takes the VIPs of a
-// holder whose adverts stop no sooner than its master-down interval
-// (three adverts and a skew) after the last one it heard, which the holder
-// sent at most one advert interval before it stopped: a node that stopped
-// and lost its VIPs for it was silent at least two advert intervals when
-// they left. A silence that ended before t does not count, however long:
-// the node was back and its adverts with it.
-func frozenFor(silent []Interval, t time.Time) time.Duration {
-	for _, s := range silent {
-		if !s.Start.After(t) && !s.End.Before(t) {
-			return t.Sub(s.Start)
-		}
+// frozen returns how long node n had gone without answering the client
+// at its own addresses at a moment: the span of silence that contains it
+// (controlFails' in IPv4, fails4, or in IPv6 when the client probed only
+// that; less the client's own stalls, which silence every node), from the
+// node's last answer in either family before the moment when that came
+// later than the span's start (a node whose userland stopped answers
+// neither; an outage starts at its first failed probe's sending, which a
+// late answer to an earlier probe may follow). 0 when it answered then.
+//
+// A backup takes the VIPs of a holder whose adverts stop no sooner than
+// its master-down interval (three adverts and a skew) after the last one
+// it heard, which the holder sent at most one advert interval before it
+// stopped: a node that stopped and lost its VIPs for it had been silent at
+// least two advert intervals when they were taken.
+func (d *Data) frozen(n int, fails4, fails6 [][]Interval) func(time.Time) time.Duration {
+	var silent []Interval
+	var controls [][]Probe
+	if n < len(fails4) {
+		silent, controls = fails4[n], append(controls, d.Controls[n])
 	}
-	return 0
+	if len(d.Controls6) == len(d.Nodes) && n < len(fails6) {
+		if silent == nil {
+			silent = fails6[n]
+		}
+		controls = append(controls, d.Controls6[n])
+	}
+	silent = subtract(silent, d.Stalls)
+	return func(t time.Time) time.Duration {
+		for _, s := range silent {
+			if s.Start.After(t) || s.End.Before(t) {
+				continue
+			}
+			from := s.Start
+			for _, ps := range controls {
+				for _, p := range ps {
+					if p.OK && p.Done.After(from) && !p.Done.After(t) {
+						from = p.Done
+					}
+				}
+			}
+			return t.Sub(from)
+		}
+		return 0
+	}
 }
 
 // outsideStalls returns ps without the probes that timed out in flight

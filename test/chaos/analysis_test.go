@@ -959,45 +959,95 @@ func TestCheckPasses(t *testing.T) {
 	}
 }
 
-// TestAnalyseHandoverFrozenNode: a starved node that stopped answering at
-// its own address at least two advert intervals before its VIP left it,
-// and was still silent then, lost it by VRRP's own rule: the handover is
-// listed, excused by the freeze. A shorter silence, one over before the
-// VIP left, another node's silence or an unknown advert interval excuse
-// nothing.
+// TestAnalyseHandoverFrozenNode: a starved node that had stopped answering
+// at its own addresses (both families, the client running) at least two
+// advert intervals when a backup took its VIP, which it still held, lost
+// it by VRRP's own rule: the handover is listed, excused by the freeze (a
+// backlog of probes answered at once after it too). A shorter silence, one
+// over by then, one family answering, the client's stall within it, a VIP the node removed itself, another node's silence
+// or an unknown advert interval excuse nothing; a late answer inside the
+// silence starts it again.
 func TestAnalyseHandoverFrozenNode(t *testing.T) {
-	handover := []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{"node2"}},
+	const ms = time.Millisecond
+	// node2 takes A at 5 s while node1 keeps it (frozen, its kernel
+	// holds the address), and yields 112 ms later.
+	double := []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{"node1", "node2"}},
 		{At: at(5112), Holders: []string{"node1"}}}
+	// node1 removed A itself, then node2 took it: node1 was running.
+	moved := []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(5000), Holders: []string{}},
+		{At: at(5050), Holders: []string{"node2"}}, {At: at(5112), Holders: []string{"node1"}}}
 	for _, tc := range []struct {
-		name   string
-		advert time.Duration
+		name    string
+		advert  time.Duration
+		changes []HolderChange
 		// silent is the node (index) that did not answer its own
-		// address, and when.
-		silent int
-		from   int
-		to     int
-		frozen time.Duration
+		// addresses from from to to, in IPv4 unless only6 and in IPv6
+		// unless only4.
+		silent       int
+		from, to     int
+		only4, only6 bool
+		stall        *Interval
+		lateAnswer   int
+		// backlog: the silent probes are answered at to, none failed.
+		backlog bool
+		frozen  time.Duration
 	}{
-		{name: "silent 500 ms at 0.2 s adverts", advert: 200 * time.Millisecond, from: 4500, to: 5100, frozen: 500 * time.Millisecond},
-		{name: "silent exactly two adverts", advert: 200 * time.Millisecond, from: 4600, to: 5100, frozen: 400 * time.Millisecond},
-		{name: "silent 390 ms at 0.2 s adverts", advert: 200 * time.Millisecond, from: 4610, to: 5100},
+		{name: "silent 500 ms at 0.2 s adverts", advert: 200 * ms, from: 4500, to: 5100, frozen: 500 * ms},
+		{name: "silent exactly two adverts", advert: 200 * ms, from: 4600, to: 5100, frozen: 400 * ms},
+		{name: "silent 390 ms at 0.2 s adverts", advert: 200 * ms, from: 4610, to: 5100},
 		{name: "silent 500 ms at 1 s adverts", advert: time.Second, from: 4500, to: 5100},
-		{name: "silence over before the VIP left", advert: 200 * time.Millisecond, from: 4000, to: 4990},
-		{name: "another node silent", advert: 200 * time.Millisecond, silent: 1, from: 4500, to: 5100},
+		{name: "silence over before the VIP was taken", advert: 200 * ms, from: 4000, to: 4990},
+		{name: "another node silent", advert: 200 * ms, silent: 1, from: 4500, to: 5100},
 		{name: "advert interval unknown", from: 4500, to: 5100},
+		{name: "IPv6 answering", advert: 200 * ms, from: 4500, to: 5100, only4: true},
+		{name: "IPv4 answering", advert: 200 * ms, from: 4500, to: 5100, only6: true},
+		// The node answered the probes of 4.5-5.1 s all at once at 5.1 s
+		// (an answer gap), and the client stalled 4.7-4.8 s: the silence
+		// it can vouch for is the last 200 ms.
+		{name: "the client stalled within the silence", advert: 200 * ms, from: 4500, to: 5100, backlog: true, stall: &Interval{at(4700), at(4800)}},
+		{name: "a backlog answered at once", advert: 200 * ms, from: 4500, to: 5100, backlog: true, frozen: 500 * ms},
+		// The probe sent at 4.49 s was answered at 4.65 s: the node ran
+		// then, 350 ms before the VIP was taken.
+		{name: "a late answer inside the silence", advert: 200 * ms, from: 4500, to: 5100, lateAnswer: 160},
+		{name: "the node removed the VIP itself", advert: 200 * ms, changes: moved, from: 4500, to: 5100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := starved()
 			d.Advert = tc.advert
-			d.Holdings[vipA] = handover
+			d.Holdings[vipA] = double
+			if tc.changes != nil {
+				d.Holdings[vipA] = tc.changes
+			}
 			d.Controls = [][]Probe{probes(20000, "node1"), probes(20000, "node2"), probes(20000, "node3")}
-			d.Controls[tc.silent] = probes(20000, names3[tc.silent], [2]int{tc.from, tc.to})
+			d.Controls6 = [][]Probe{probes(20000, "node1"), probes(20000, "node2"), probes(20000, "node3")}
+			if !tc.only6 {
+				d.Controls[tc.silent] = probes(20000, names3[tc.silent], [2]int{tc.from, tc.to})
+			}
+			if !tc.only4 {
+				d.Controls6[tc.silent] = probes(20000, names3[tc.silent], [2]int{tc.from, tc.to})
+			}
+			if tc.backlog {
+				for _, ps := range [][]Probe{d.Controls[tc.silent], d.Controls6[tc.silent]} {
+					for i := range ps {
+						if ms := ps[i].Sent.Sub(at(0)).Milliseconds(); ms >= int64(tc.from) && ms < int64(tc.to) {
+							ps[i] = Probe{Sent: ps[i].Sent, Done: at(tc.to), OK: true, Node: names3[tc.silent]}
+						}
+					}
+				}
+			}
+			if tc.lateAnswer > 0 {
+				p := &d.Controls6[tc.silent][(tc.from-10)/10]
+				p.Done = p.Sent.Add(time.Duration(tc.lateAnswer) * ms)
+			}
+			if tc.stall != nil {
+				d.Stalls = []Interval{*tc.stall}
+			}
 			a := Analyse(d)
 			if len(a.Handovers) != 1 {
 				t.Fatalf("handovers %+v, want one", a.Handovers)
 			}
 			h := a.Handovers[0]
-			if h.Frozen != tc.frozen || h.Excused != -1 || h.Len != 112*time.Millisecond {
+			if h.Frozen != tc.frozen || h.Excused != -1 || h.Len != 112*ms {
 				t.Errorf("handover %+v, want 112 ms, frozen %s, no other fault excusing it", h, tc.frozen)
 			}
 			var bad []Violation
@@ -1010,9 +1060,21 @@ func TestAnalyseHandoverFrozenNode(t *testing.T) {
 				t.Errorf("handover violations %+v, want %d", bad, want)
 			}
 			notes := strings.Join(handoverNotes(d, &a, 0), "; ")
-			if freeze := strings.Contains(notes, "had not answered at its own address for "+fmtDur(tc.frozen)); freeze != (tc.frozen > 0) {
+			if freeze := strings.Contains(notes, "had not answered at its own addresses for "+fmtDur(tc.frozen)); freeze != (tc.frozen > 0) {
 				t.Errorf("notes %q: the freeze named %v, want %v", notes, freeze, tc.frozen > 0)
 			}
 		})
+	}
+	// A handover under way when the fault began is judged where it
+	// began: node1 silent from 1.6 s, node2 beside it from 1.9 s (300
+	// ms), the starve from 2 s.
+	d := starved()
+	d.Advert = 200 * ms
+	d.Holdings[vipA] = []HolderChange{{At: at(-500), Holders: []string{"node1"}}, {At: at(1900), Holders: []string{"node1", "node2"}},
+		{At: at(2112), Holders: []string{"node1"}}}
+	d.Controls = [][]Probe{probes(20000, "node1", [2]int{1600, 2200}), probes(20000, "node2"), probes(20000, "node3")}
+	d.Controls6 = [][]Probe{probes(20000, "node1", [2]int{1600, 2200}), probes(20000, "node2"), probes(20000, "node3")}
+	if a := Analyse(d); len(a.Handovers) != 1 || a.Handovers[0].Frozen != 0 || !a.Handovers[0].At.Equal(at(2000)) {
+		t.Errorf("handovers %+v, want one from 2 s, not the freeze's (300 ms silent when it began)", a.Handovers)
 	}
 }

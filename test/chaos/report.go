@@ -233,7 +233,7 @@ func WriteMarkdown(w io.Writer, o Options, target string, settings []string, res
 	p("- **Charging, when faults overlap**: a fault's window runs from its injection (less a probe's deadline: a probe in flight then fails with it) to its nodes' recovery plus %s (3 advert intervals and a second: the returning node takes its VIPs back). An outage or a double holding is charged to the fault whose window contains its start; of several, to the one that began last (the latest change), and marked overlapped. A fault is *alone* when its window overlaps no other's. An outage in no window is unexplained and fails the run.", fmtDur(d.Allowance))
 	p("- **Limits**: a graceful handover (SIGTERM of ipfailover, a rollout) %s; a failed check (the service stopped) the check's period + %d retries + the best backup's skew + %s; a dead node (killed, frozen, cut, keepalived killed) and a node deaf to adverts (a partition, the segment) 3 advert intervals + the best backup's skew + %s; overlapping faults: the most lenient of their bounds, from the last change (a fault begun, undone, or its nodes back) while the outage was within it; while the segment delays packets, each limit grows by its delay and jitter (the backups hear a gone holder's last advert that much later). A VIP on two nodes must be on one again within %s of the recovery of the last fault in progress during it.",
 		fmtDur(GracefulBound), 8, fmtDur(limitMargin), fmtDur(limitMargin), fmtDur(d.DupBound))
-	p("- **No handover** (%s): every VIP the fault's node held when it began must be held by that node alone until %s after the fault is undone; a span in which it was not is excused only by another fault whose window contains its start and that is the segment's, the API server's or every node's, targets a node that took the VIP in that span (a node coming back takes its VIPs back), or takes the starved node itself down (killed, frozen, cut); or by the node's freeze: when the VIP left it, the node had not answered the client at its own address (in the VIP's family; the checked service, a program of %d times ipfailover's CPU share) for at least two advert intervals (%s), without a break. A backup takes over no sooner than three adverts and its skew after the last advert it heard, sent at most one interval before the holder stopped: a node whose whole userland stopped that long (a 2-core host running three machines, their control plane and the client) had lost its VIPs by VRRP's own rule, and moving them is the failover doing its job. Such handovers are listed with the silence.", kindsWhere(Keeps), fmtDur(KeepAfter), programCPU/ipfailoverCPURequest, fmtDur(2*d.Advert))
+	p("- **No handover** (%s): every VIP the fault's node held when it began must be held by that node alone until %s after the fault is undone; a span in which it was not is excused only by another fault whose window contains its start and that is the segment's, the API server's or every node's, targets a node that took the VIP in that span (a node coming back takes its VIPs back), or takes the starved node itself down (killed, frozen, cut); or by the node's freeze: when another node took the VIP, the node still held it and had not answered the client at its own addresses (the checked service, a program of the node's own outside ipfailover's pod; both families, from its last answer in either, the client's stalls left out) for at least two advert intervals (%s). A backup takes over no sooner than three adverts and its skew after the last advert it heard, sent at most one interval before the holder stopped: a node whose whole userland stopped that long (a 2-core host running three machines, their control plane and the client) had lost its VIPs by VRRP's own rule, and moving them is the failover doing its job. Such handovers are listed with the silence.", kindsWhere(Keeps), fmtDur(KeepAfter), advertText(d.Advert))
 	p("- **Segment**: this kernel has no `tc netem` (CONFIG_NET_SCH_NETEM is off): loss is an nftables rule in the bridge that drops that share of every frame it forwards, delay and reordering a netfilter queue in the bridge that holds each IPv4 and IPv6 packet for delay ± jitter (ARP and neighbour discovery are lost but not delayed).")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -448,6 +448,14 @@ func keptText(d *Data, a *Analysis) string {
 	return head + text + ": " + okText(bad == 0, fmt.Sprintf("%d false alarms", bad))
 }
 
+// advertText is twice the fleet's advert interval, or says it is unknown.
+func advertText(advert time.Duration) string {
+	if advert <= 0 {
+		return "the advert interval unknown: none excused"
+	}
+	return fmtDur(2 * advert)
+}
+
 // handoverNotes describes the handovers of record ri's VIPs.
 func handoverNotes(d *Data, a *Analysis, ri int) []string {
 	var ns []string
@@ -460,7 +468,7 @@ func handoverNotes(d *Data, a *Analysis, ri int) []string {
 		case h.Excused >= 0:
 			n += fmt.Sprintf(" (excused by #%d)", d.Records[h.Excused].Index)
 		case h.Frozen > 0:
-			n += fmt.Sprintf(" (excused: the node had not answered at its own address for %s)", fmtDur(h.Frozen))
+			n += fmt.Sprintf(" (excused: the node had not answered at its own addresses for %s)", fmtDur(h.Frozen))
 		default:
 			n = "**handover: " + n + "**"
 		}
