@@ -25,6 +25,9 @@ type Record struct {
 	// Bound is the longest outage the VRRP timers allow the fault when it
 	// runs alone (0: none, see Limit).
 	Bound time.Duration
+	// Advert is the longest advert interval in the nodes' keepalived.conf
+	// when the fault began (0: not read; Data.Advert stands in).
+	Advert time.Duration `json:",omitzero"`
 	// Downs are the spans in which the fault left a node unable to hold a
 	// VIP, by node index.
 	Downs []NodeDown
@@ -437,7 +440,8 @@ func inOrder(h Holdings) {
 // moment (see Data.frozen), and a span that began with the node still
 // holding the VIP beside another (a frozen node keeps its addresses; one
 // that removed the VIP was running) when it had been silent at least two
-// advert intervals is the freeze's.
+// advert intervals (the fault's Record.Advert, else Data.Advert) is the
+// freeze's.
 func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, frozen func(time.Time) time.Duration) []Handover {
 	r := d.Records[ri]
 	holder := d.Nodes[r.Nodes[0]]
@@ -483,8 +487,12 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, frozen func(time
 				break
 			}
 		}
-		if h.Excused < 0 && d.Advert > 0 && slices.Contains(HoldersAt(cs, moved), holder) {
-			if f := frozen(moved); f >= 2*d.Advert {
+		advert := r.Advert
+		if advert == 0 {
+			advert = d.Advert
+		}
+		if h.Excused < 0 && advert > 0 && slices.Contains(HoldersAt(cs, moved), holder) {
+			if f := frozen(moved); f >= 2*advert {
 				h.Frozen = f
 			}
 		}

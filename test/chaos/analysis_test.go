@@ -990,7 +990,9 @@ func TestAnalyseHandoverFrozenNode(t *testing.T) {
 		lateAnswer   int
 		// backlog: the silent probes are answered at to, none failed.
 		backlog bool
-		frozen  time.Duration
+		// recordAdvert is the fault's Record.Advert.
+		recordAdvert time.Duration
+		frozen       time.Duration
 	}{
 		{name: "silent 500 ms at 0.2 s adverts", advert: 200 * ms, from: 4500, to: 5100, frozen: 500 * ms},
 		{name: "silent exactly two adverts", advert: 200 * ms, from: 4600, to: 5100, frozen: 400 * ms},
@@ -999,6 +1001,9 @@ func TestAnalyseHandoverFrozenNode(t *testing.T) {
 		{name: "silence over before the VIP was taken", advert: 200 * ms, from: 4000, to: 4990},
 		{name: "another node silent", advert: 200 * ms, silent: 1, from: 4500, to: 5100},
 		{name: "advert interval unknown", from: 4500, to: 5100},
+		// The nodes' configurations said 1 s when the fault began.
+		{name: "silent 500 ms, the fault's nodes at 1 s", advert: 200 * ms, recordAdvert: time.Second, from: 4500, to: 5100},
+		{name: "silent 500 ms, the fault's nodes at 0.2 s", recordAdvert: 200 * ms, from: 4500, to: 5100, frozen: 500 * ms},
 		{name: "IPv6 answering", advert: 200 * ms, from: 4500, to: 5100, only4: true},
 		{name: "IPv4 answering", advert: 200 * ms, from: 4500, to: 5100, only6: true},
 		// The node answered the probes of 4.5-5.1 s all at once at 5.1 s
@@ -1014,6 +1019,7 @@ func TestAnalyseHandoverFrozenNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := starved()
 			d.Advert = tc.advert
+			d.Records[0].Advert = tc.recordAdvert
 			d.Holdings[vipA] = double
 			if tc.changes != nil {
 				d.Holdings[vipA] = tc.changes

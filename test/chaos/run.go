@@ -99,6 +99,19 @@ func fleetAdvert(o Options) time.Duration {
 	return advertOf(o.AdvertInterval)
 }
 
+// longestAdvert is the longest advert_int among the nodes' configurations
+// (0 when none was read): a fleet whose pods disagree for a moment is as
+// slow as its slowest.
+func longestAdvert(cfgs map[string]*keepalived.Conf) time.Duration {
+	var longest time.Duration
+	for _, c := range cfgs {
+		if c != nil {
+			longest = max(longest, c.AdvertInt)
+		}
+	}
+	return longest
+}
+
 // Result is a finished run.
 type Result struct {
 	Schedule Schedule
@@ -246,7 +259,9 @@ func run(ctx context.Context, o Options, t target, prof Profile) (*Result, error
 			}
 			err = t.inject(ctx, f, rec, func() {
 				rec.Held = heldBy(obs, t.vips(), f, names)
-				rec.Bound = bound(f, t.configs(), names, t.vips())
+				cfgs := t.configs()
+				rec.Bound = bound(f, cfgs, names, t.vips())
+				rec.Advert = longestAdvert(cfgs)
 				late := ""
 				if l := time.Since(d.Start.Add(f.Start)); l > 100*time.Millisecond {
 					late = fmt.Sprintf(" (%s late: its nodes were busy)", l.Round(time.Millisecond))

@@ -130,6 +130,16 @@ func TestShortRun(t *testing.T) {
 			}
 		}
 	}
+	// Each fault began with the nodes' advert interval read from their
+	// configurations (the lab's: keepalived's 1 s), and the run's is known.
+	for _, r := range res.Data.Records {
+		if !r.Began.IsZero() && r.Advert != time.Second {
+			t.Errorf("fault #%d (%s): advert interval %s, want the nodes' 1s", r.Index, r.Kind, r.Advert)
+		}
+	}
+	if res.Data.Advert != time.Second {
+		t.Errorf("the run's advert interval %s, want 1s", res.Data.Advert)
+	}
 	for _, r := range res.Analysis.VIPs {
 		t.Logf("%s: available %.3f%%, %d outages, on two nodes %s", r.VIP, r.Availability*100, len(r.Outages), r.Twice)
 		if r.Probes < 5000 {
