@@ -394,9 +394,9 @@ func Analyse(d *Data) Analysis {
 		if !Keeps(r.Kind) || len(r.Nodes) != 1 || r.Nodes[0] >= len(d.Nodes) {
 			continue
 		}
+		frozen := d.frozen(r.Nodes[0], fails4, fails6)
 		for _, v := range r.Held {
 			a.Kept++
-			frozen := d.frozen(r.Nodes[0], fails4, fails6)
 			for _, h := range d.handovers(ri, v, wins, frozen) {
 				a.Handovers = append(a.Handovers, h)
 				if !h.excused() {
@@ -518,11 +518,12 @@ func (d *Data) handovers(ri int, v netip.Addr, wins []Interval, frozen func(time
 func (d *Data) frozen(n int, fails4, fails6 [][]Interval) func(time.Time) time.Duration {
 	var silent []Interval
 	var controls [][]Probe
-	if n < len(fails4) {
+	probed4 := n < len(fails4)
+	if probed4 {
 		silent, controls = fails4[n], append(controls, d.Controls[n])
 	}
 	if len(d.Controls6) == len(d.Nodes) && n < len(fails6) {
-		if silent == nil {
+		if !probed4 {
 			silent = fails6[n]
 		}
 		controls = append(controls, d.Controls6[n])
