@@ -169,17 +169,27 @@ func TestTakeoverCauses(t *testing.T) {
 	if want := "[fault invalid IP stop invalid IP higher-priority 192.0.2.12]"; fmt.Sprint(causes) != want {
 		t.Errorf("releases %v, want %s", causes, want)
 	}
-	// An announcement ends the wait.
+	// An announcement ends the wait, clockSettle after keepalived's line.
 	var got []Takeover
 	tk = newTakeovers(newAdvertClock(), func(x Takeover) { got = append(got, x) }, nil)
 	tk.replan(map[string]key{"X": {vrid: 11}}, nil, nil)
 	tk.note(t0, "X", "MASTER")
 	tk.announced("X", t0.Add(-10*time.Millisecond))
+	tk.announced("X", t0.Add(10*time.Millisecond))
+	if n, ok := tk.next(); !ok || !n.Equal(t0.Add(clockSettle)) {
+		t.Errorf("next %v, %v; want clockSettle after the line", n, ok)
+	}
+	tk.due(t0.Add(clockSettle - time.Millisecond))
+	if len(got) != 0 {
+		t.Errorf("told %+v before the clock settled", got)
+	}
+	tk.due(t0.Add(clockSettle))
 	if len(got) != 1 || !got[0].Announced.Equal(t0.Add(-10*time.Millisecond)) {
 		t.Errorf("told %+v, want one announced 10 ms before keepalived's line", got)
 	}
 	// The announcement read before keepalived's line: the takeover's, told
-	// with the line. One long before the line, or while MASTER, is not.
+	// clockSettle after the line. One long before the line, or while
+	// MASTER, is not.
 	got = nil
 	tk = newTakeovers(newAdvertClock(), func(x Takeover) { got = append(got, x) }, nil)
 	tk.replan(map[string]key{"X": {vrid: 11}}, nil, nil)
@@ -187,6 +197,7 @@ func TestTakeoverCauses(t *testing.T) {
 	tk.announced("X", t0.Add(time.Second))
 	tk.announced("X", t0.Add(time.Second+time.Millisecond))
 	tk.note(t0.Add(time.Second+20*time.Millisecond), "X", "MASTER")
+	tk.due(t0.Add(time.Second + 20*time.Millisecond + clockSettle))
 	if len(got) != 1 || !got[0].Announced.Equal(t0.Add(time.Second)) {
 		t.Errorf("told %+v, want one announced 20 ms before keepalived's line as read", got)
 	}
@@ -200,6 +211,51 @@ func TestTakeoverCauses(t *testing.T) {
 	tk.due(t0.Add(10 * time.Second))
 	if len(got) != 2 || !got[1].Announced.IsZero() {
 		t.Errorf("told %+v, want the second without an announcement", got)
+	}
+}
+
+// TestTakeoverGoodbyeReadLate: the old master's goodbye (priority 0)
+// arrived before keepalived's MASTER line but its reader, behind on a
+// loaded node, noted it after the loop read the line. The takeover is
+// told as a handover timed by the goodbye's arrival; a goodbye that
+// arrived after the line, or from another node, changes nothing.
+func TestTakeoverGoodbyeReadLate(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	v3 := func(priority byte) []byte { return []byte{0x31, 11, priority, 1, 0, 20, 0, 0, 192, 0, 2, 100} }
+	old, other := netip.MustParseAddr("192.0.2.11"), netip.MustParseAddr("192.0.2.13")
+	for _, tt := range []struct {
+		name     string
+		from     netip.Addr
+		byeAt    time.Duration // from the line
+		want     string
+		wantLast time.Duration
+	}{
+		{"arrived before the line", old, -10 * time.Millisecond, CauseHandover, -10 * time.Millisecond},
+		{"arrived as the line was read", old, 0, CauseHandover, 0},
+		{"arrived after the line", old, time.Millisecond, CausePreemption, -110 * time.Millisecond},
+		{"from another node", other, -10 * time.Millisecond, CausePreemption, -110 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newAdvertClock()
+			var got []Takeover
+			tk := newTakeovers(clock, func(x Takeover) { got = append(got, x) }, nil)
+			tk.replan(map[string]key{"X": {vrid: 11}}, map[string][]netip.Addr{"X": {netip.MustParseAddr("192.0.2.100")}}, map[string]int{"X": 100})
+			tk.restart(t0)
+			tk.note(t0, "X", "BACKUP")
+			at := t0.Add(time.Second)
+			clock.heard(v3(200), old, false, at.Add(-110*time.Millisecond))
+			tk.note(at, "X", "MASTER")
+			tk.announced("X", at)
+			clock.heard(v3(0), tt.from, false, at.Add(tt.byeAt))
+			tk.due(at.Add(clockSettle))
+			if len(got) != 1 {
+				t.Fatalf("told %+v, want one", got)
+			}
+			if got[0].Cause != tt.want || got[0].From != old || !got[0].LastAdvert.Equal(at.Add(tt.wantLast)) {
+				t.Errorf("told %s from %s, last advert %s before the line; want %s from %s, %s",
+					got[0].Cause, got[0].From, at.Sub(got[0].LastAdvert), tt.want, old, -tt.wantLast)
+			}
+		})
 	}
 }
 

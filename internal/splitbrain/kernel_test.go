@@ -722,3 +722,50 @@ func (p *pair) nodeMAC(t *testing.T) net.HardwareAddr {
 	}
 	return ifi.HardwareAddr
 }
+
+// TestKernelClockStamps: the clock's socket gets each advert's arrival
+// time from the kernel, so a reader that runs late still times it when it
+// came: an advert left queued for half a second is timed about half a
+// second before it was read, and read whole (the IPv4 header off).
+func TestKernelClockStamps(t *testing.T) {
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("needs keepalived")
+	}
+	p := newPair(t)
+	ifi, err := p.nl.Interface("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.joinVRRP(t)
+	var c conn
+	if err := lab.InNetns(p.node, func() error {
+		var err error
+		c, err = listenClock(&ifi, map[key]expectation{{vrid: 11}: {version: 3}}, false)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := newClockReader(c, false)
+	if r.stamped == nil {
+		t.Fatalf("the clock's socket %T reads no control messages", c)
+	}
+	p.peerKeepalived(t, peerMaster)
+	if _, _, _, err := r.read(); err != nil {
+		t.Fatal(err)
+	}
+	// The next advert comes within 0.2 s and waits in the queue.
+	time.Sleep(500 * time.Millisecond)
+	b, src, at, err := r.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	age := time.Since(at)
+	t.Logf("an advert read 0.5 s after the last one: % x from %s, arrived %s before it was read", b, src, age.Round(time.Millisecond))
+	if len(b) < 8 || b[0] != 0x31 || b[1] != 11 || b[2] != 254 || src.String() != "192.0.2.12" {
+		t.Errorf("read % x from %s, want the peer's VRRPv3 advert for router id 11 at priority 254 from 192.0.2.12", b, src)
+	}
+	if age < 250*time.Millisecond {
+		t.Errorf("an advert queued for at least 0.3 s is timed %s before it was read: the kernel's stamp is not used", age)
+	}
+}

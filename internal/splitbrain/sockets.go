@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
@@ -139,7 +140,72 @@ func listenClock(ifi *net.Interface, expect map[key]expectation, v6 bool) (conn,
 		c.Close()
 		return nil, err
 	}
+	if err := stampArrivals(c); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// stampArrivals asks the kernel to pass each packet's arrival time with it
+// (SO_TIMESTAMPNS): a reader that runs late still times the advert when it
+// came (readClock).
+func stampArrivals(c net.PacketConn) error {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("asking for arrival times (SO_TIMESTAMPNS): %w", serr)
+	}
+	return nil
+}
+
+// stampedReader is a socket that reads a packet with its control messages
+// (a raw IP socket).
+type stampedReader interface {
+	ReadMsgIP(b, oob []byte) (n, oobn, flags int, addr *net.IPAddr, err error)
+}
+
+// maxArrivalAge is the oldest arrival time believed: an older one (a wall
+// clock stepped back meanwhile) is replaced by the time it was read.
+const maxArrivalAge = 10 * time.Second
+
+// arrival is when a packet read at now arrived, from its control messages
+// (SCM_TIMESTAMPNS): now less its age, so that the time keeps now's
+// monotonic reading. Without a well-formed stamp, or with one in the
+// future or older than maxArrivalAge, it is now.
+func arrival(oob []byte, now time.Time) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return now
+	}
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_TIMESTAMPNS || len(m.Data) < 16 {
+			continue
+		}
+		sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+		nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+		if nsec < 0 || nsec >= 1e9 {
+			return now
+		}
+		age := now.Round(0).Sub(time.Unix(sec, nsec))
+		if age < 0 || age > maxArrivalAge {
+			return now
+		}
+		return now.Add(-age)
+	}
+	return now
 }
 
 // setClockFilter attaches clockProgram to a clock socket.

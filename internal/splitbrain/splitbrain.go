@@ -1181,33 +1181,100 @@ func (g *Guard) heartbeat(now time.Time) {
 }
 
 // readClock notes every advert of another node for this deployment's
-// router ids, for the takeovers.
+// router ids, for the takeovers, at the time the kernel says it arrived
+// when the socket gives it (stampArrivals).
 func (g *Guard) readClock(ctx context.Context, c conn, v6 bool) {
-	buf := make([]byte, 2048)
+	r := newClockReader(c, v6)
 	for {
-		n, from, err := c.ReadFrom(buf)
+		b, src, at, err := r.read()
 		if err != nil {
 			if !g.readFailed(ctx, "the takeovers' clock", err) {
 				return
 			}
 			continue
 		}
-		ipa, ok := from.(*net.IPAddr)
-		if !ok {
+		if b == nil {
 			continue
 		}
-		src, ok := netip.AddrFromSlice(ipa.IP)
-		if !ok {
-			continue
-		}
-		src = src.Unmap()
 		g.ownMu.RLock()
 		mine := g.own[src]
 		g.ownMu.RUnlock()
 		if !mine {
-			g.clock.heard(buf[:n], src, v6, time.Now())
+			g.clock.heard(b, src, v6, at)
 		}
 	}
+}
+
+// clockReader reads the clock's socket: each VRRP message with its source
+// and arrival time.
+type clockReader struct {
+	c       conn
+	stamped stampedReader // nil: timed as read
+	v6      bool
+	buf     []byte
+	oob     []byte
+}
+
+func newClockReader(c conn, v6 bool) *clockReader {
+	r := &clockReader{c: c, v6: v6, buf: make([]byte, 2048), oob: make([]byte, 128)}
+	r.stamped, _ = c.(stampedReader)
+	return r
+}
+
+// read returns the next VRRP message (valid until the next read), its
+// source and arrival; a nil message and no error for a packet that is not
+// one (no IPv4 header where one belongs, no IP source).
+func (r *clockReader) read() ([]byte, netip.Addr, time.Time, error) {
+	var (
+		n    int
+		from net.Addr
+		err  error
+		at   time.Time
+	)
+	if r.stamped != nil {
+		var oobn int
+		var ipa *net.IPAddr
+		n, oobn, _, ipa, err = r.stamped.ReadMsgIP(r.buf, r.oob)
+		at = arrival(r.oob[:oobn], time.Now())
+		if ipa != nil {
+			from = ipa
+		}
+		// Read with its control messages, an IPv4 packet keeps its
+		// header.
+		if err == nil && !r.v6 {
+			if n = stripIPv4(r.buf[:n]); n < 0 {
+				return nil, netip.Addr{}, at, nil
+			}
+		}
+	} else {
+		n, from, err = r.c.ReadFrom(r.buf)
+		at = time.Now()
+	}
+	if err != nil {
+		return nil, netip.Addr{}, at, err
+	}
+	ipa, ok := from.(*net.IPAddr)
+	if !ok {
+		return nil, netip.Addr{}, at, nil
+	}
+	src, ok := netip.AddrFromSlice(ipa.IP)
+	if !ok {
+		return nil, netip.Addr{}, at, nil
+	}
+	return r.buf[:n], src.Unmap(), at, nil
+}
+
+// stripIPv4 moves an IPv4 packet's payload to the start of b and returns
+// its length, or -1 when b is no IPv4 packet with a whole header.
+func stripIPv4(b []byte) int {
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return -1
+	}
+	l := int(b[0]&0x0f) * 4
+	if l < 20 || l > len(b) {
+		return -1
+	}
+	return copy(b, b[l:])
 }
 
 // readAnnouncements passes this node's announcements of its VIPs to the

@@ -83,6 +83,10 @@ type lastAdvert struct {
 type advertClock struct {
 	mu   sync.Mutex
 	last map[key]heardAdverts
+	// bye is, per instance, the last advert of priority 0 heard: a reader
+	// that runs behind the loop may note it after keepalived's MASTER line
+	// was read, and the takeover is told with it (takeovers.flush).
+	bye map[key]lastAdvert
 }
 
 // heardAdverts are an instance's last advert, when its node's run of
@@ -92,7 +96,9 @@ type heardAdverts struct {
 	since      time.Time
 }
 
-func newAdvertClock() *advertClock { return &advertClock{last: map[key]heardAdverts{}} }
+func newAdvertClock() *advertClock {
+	return &advertClock{last: map[key]heardAdverts{}, bye: map[key]lastAdvert{}}
+}
 
 // heard notes an advert; b is as the raw socket delivers it.
 func (c *advertClock) heard(b []byte, src netip.Addr, v6 bool, at time.Time) {
@@ -117,7 +123,18 @@ func (c *advertClock) heard(b []byte, src netip.Addr, v6 bool, at time.Time) {
 	}
 	h.last = a
 	c.last[k] = h
+	if a.priority == 0 {
+		c.bye[k] = a
+	}
 	c.mu.Unlock()
+}
+
+// goodbye returns the last advert of priority 0 heard for k.
+func (c *advertClock) goodbye(k key) (lastAdvert, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.bye[k]
+	return a, ok
 }
 
 // get returns the last advert heard for k.
@@ -150,8 +167,8 @@ const announceWait = 2 * time.Second
 
 // takeovers follows keepalived's transitions into and out of MASTER and
 // tells them (Options.Took, Options.Released), a takeover once its
-// announcement was seen or announceWait passed. Owned by the guard's
-// loop.
+// announcement was seen or announceWait passed, and no sooner than
+// clockSettle after keepalived's line. Owned by the guard's loop.
 type takeovers struct {
 	clock *advertClock
 	// mu guards the instances, which Replan changes from another
@@ -231,7 +248,6 @@ func (t *takeovers) note(now time.Time, instance, state string) {
 		t.pending[instance] = to
 		if announced && !early.Before(now.Add(-earlyWindow)) {
 			to.Announced = early
-			t.flush(instance)
 		}
 	case was == "MASTER" && state != "MASTER":
 		t.flush(instance)
@@ -255,9 +271,8 @@ func (t *takeovers) note(now time.Time, instance, state string) {
 // at: the end of a pending takeover, or kept for the MASTER line to come.
 func (t *takeovers) announced(instance string, at time.Time) {
 	if p, ok := t.pending[instance]; ok {
-		if !at.Before(p.At.Add(-announceLead)) {
+		if p.Announced.IsZero() && !at.Before(p.At.Add(-announceLead)) {
 			p.Announced = at
-			t.flush(instance)
 		}
 		return
 	}
@@ -276,22 +291,46 @@ const earlyWindow = 500 * time.Millisecond
 // the line after.
 const announceLead = 50 * time.Millisecond
 
-// flush tells a pending takeover.
+// clockSettle is how long after keepalived's MASTER line, as the loop
+// reads it, a takeover waits before it is told: the clock's readers are
+// goroutines of their own, and on a loaded node they may note an advert
+// that arrived before the line (the old master's goodbye) tens of
+// milliseconds after the loop read the line.
+const clockSettle = 100 * time.Millisecond
+
+// flush tells a pending takeover. A goodbye of the master taken from that
+// arrived after the advert the takeover was judged by, and before
+// keepalived's line, makes it a handover: its reader ran behind.
 func (t *takeovers) flush(instance string) {
 	p, ok := t.pending[instance]
 	if !ok {
 		return
 	}
 	delete(t.pending, instance)
+	if k, _, _, ok := t.instance(instance); ok && p.Cause != CauseHandover {
+		if b, ok := t.clock.goodbye(k); ok && !b.at.After(p.At) && b.at.After(p.LastAdvert) && !b.at.Before(t.started) &&
+			(!p.From.IsValid() || b.src == p.From) {
+			p.Cause, p.From, p.LastAdvert = CauseHandover, b.src, b.at
+		}
+	}
 	if t.took != nil {
 		t.took(*p)
 	}
 }
 
-// due tells the takeovers whose announcement did not come in time.
+// dueAt is when a pending takeover is told: clockSettle after its line
+// once announced, else when its announcement is given up on.
+func dueAt(p *Takeover) time.Time {
+	if !p.Announced.IsZero() {
+		return p.At.Add(clockSettle)
+	}
+	return p.At.Add(announceWait)
+}
+
+// due tells the takeovers that are due (dueAt).
 func (t *takeovers) due(now time.Time) {
 	for name, p := range t.pending {
-		if !now.Before(p.At.Add(announceWait)) {
+		if !now.Before(dueAt(p)) {
 			t.flush(name)
 		}
 	}
@@ -301,7 +340,7 @@ func (t *takeovers) due(now time.Time) {
 func (t *takeovers) next() (time.Time, bool) {
 	var at time.Time
 	for _, p := range t.pending {
-		if d := p.At.Add(announceWait); at.IsZero() || d.Before(at) {
+		if d := dueAt(p); at.IsZero() || d.Before(at) {
 			at = d
 		}
 	}
