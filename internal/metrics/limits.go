@@ -108,11 +108,19 @@ type connLimit struct {
 	open  map[net.Conn]*list.Element
 }
 
-// connEntry is an open connection and its last state.
+// connEntry is an open connection, its last state, and when it was
+// accepted.
 type connEntry struct {
-	conn  net.Conn
-	state http.ConnState
+	conn     net.Conn
+	state    http.ConnState
+	accepted time.Time
 }
+
+// newConnGrace is how long a connection accepted without a byte yet counts
+// as a request on its way in (busy): a probe writes its request as soon as
+// it connects, but on a loaded node its bytes may come a while after the
+// handshake the kernel completed.
+const newConnGrace = time.Second
 
 func newConnLimit(n int, evicted prometheus.Counter) *connLimit {
 	return &connLimit{max: n, evicted: evicted, order: list.New(), open: make(map[net.Conn]*list.Element, n)}
@@ -135,7 +143,7 @@ func (l *connLimit) track(c net.Conn, st http.ConnState) {
 				l.evicted.Inc()
 			}
 		}
-		l.open[c] = l.order.PushBack(&connEntry{conn: c, state: st})
+		l.open[c] = l.order.PushBack(&connEntry{conn: c, state: st, accepted: time.Now()})
 	case http.StateActive, http.StateIdle:
 		if e, ok := l.open[c]; ok {
 			e.Value.(*connEntry).state = st
@@ -154,12 +162,14 @@ func (l *connLimit) track(c net.Conn, st http.ConnState) {
 
 // busy reports whether an open connection is in a request or has one on
 // its way in: bytes read or waiting since it connected or since its last
-// answer.
+// answer, or accepted less than newConnGrace ago without a byte yet.
 func (l *connLimit) busy() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := time.Now()
 	for e := l.order.Front(); e != nil; e = e.Next() {
-		if ce := e.Value.(*connEntry); ce.state == http.StateActive || heard(ce.conn) {
+		ce := e.Value.(*connEntry)
+		if ce.state == http.StateActive || heard(ce.conn) || ce.state == http.StateNew && now.Sub(ce.accepted) < newConnGrace {
 			return true
 		}
 	}

@@ -690,40 +690,56 @@ func TestCollectorPanicContained(t *testing.T) {
 }
 
 // TestServeAnswersARequestUnderWayAsItStops: a probe accepted a moment
-// before the run ends, its request still on its way in, is answered, not
-// closed without an answer (the kubelet's "Readiness probe failed: EOF").
+// before the run ends, its request still on its way in (half of it, or
+// none yet), is answered, not closed without an answer (the kubelet's
+// "Readiness probe failed: EOF").
 func TestServeAnswersARequestUnderWayAsItStops(t *testing.T) {
-	s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(os.Getpid())})
-	addr, stop := serveTCP(t, s)
-	served := make(chan error, 1)
-	answered := requestAcross(t, addr, s.conns.busy, func() { go func() { served <- stop() }() }, func() bool {
-		// The listener closed: the server has begun to stop.
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
-	if !strings.HasPrefix(answered, "HTTP/1.1 200") {
-		t.Errorf("the request under way as the server stopped: %q, want its answer", answered)
-	}
-	if err := <-served; err != nil {
-		t.Errorf("Serve after cancel: %v", err)
+	for _, before := range requestSplits {
+		t.Run(before.name, func(t *testing.T) {
+			s := newServer(t, Options{Plan: testPlan("t", "vb"), Signal: jsonSignal, Keepalived: newProcess(os.Getpid())})
+			addr, stop := serveTCP(t, s)
+			served := make(chan error, 1)
+			answered := requestAcross(t, addr, s.conns, before.sent, func() { go func() { served <- stop() }() }, func() bool {
+				// The listener closed: the server has begun to stop.
+				c, err := net.Dial("tcp", addr)
+				if err == nil {
+					c.Close()
+				}
+				return err != nil
+			})
+			if !strings.HasPrefix(answered, "HTTP/1.1 200") {
+				t.Errorf("the request under way as the server stopped: %q, want its answer", answered)
+			}
+			if err := <-served; err != nil {
+				t.Errorf("Serve after cancel: %v", err)
+			}
+		})
 	}
 }
 
-// requestAcross sends half of a GET /healthz to addr, waits until the
-// server has it (busy), calls stop, waits until the server is stopping,
-// sends the rest, and returns what the server answered until it closed
-// the connection.
-func requestAcross(t *testing.T, addr string, busy func() bool, stop func(), stopping func() bool) string {
+// requestSplits are how much of its request a probe has sent when the
+// server stops (requestAcross).
+var requestSplits = []struct{ name, sent string }{
+	{"half of the request sent", "GET /healthz HTTP/1.1\r\n"},
+	{"connected, nothing sent yet", ""},
+}
+
+// requestAcross connects to addr, sends the part before of a GET /healthz,
+// waits until the server has the connection (conns), calls stop, waits
+// until the server is stopping, sends the rest, and returns what the
+// server answered until it closed the connection.
+func requestAcross(t *testing.T, addr string, conns *connLimit, before string, stop func(), stopping func() bool) string {
 	t.Helper()
+	const request = "GET /healthz HTTP/1.1\r\nHost: ipfailover\r\nConnection: close\r\n\r\n"
+	if !strings.HasPrefix(request, before) {
+		t.Fatalf("%q does not begin the request", before)
+	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\n"); err != nil {
+	if _, err := io.WriteString(c, before); err != nil {
 		t.Fatal(err)
 	}
 	waitFor := func(what string, cond func() bool) {
@@ -733,10 +749,14 @@ func requestAcross(t *testing.T, addr string, busy func() bool, stop func(), sto
 			}
 		}
 	}
-	waitFor("the server never took the connection", busy)
+	waitFor("the server never took the connection", func() bool {
+		conns.mu.Lock()
+		defer conns.mu.Unlock()
+		return len(conns.open) > 0 && (before == "" || heard(conns.order.Front().Value.(*connEntry).conn))
+	})
 	stop()
 	waitFor("the server never began to stop", stopping)
-	if _, err := io.WriteString(c, "Host: ipfailover\r\nConnection: close\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, request[len(before):]); err != nil {
 		t.Fatal(err)
 	}
 	b, err := io.ReadAll(c)

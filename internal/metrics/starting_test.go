@@ -47,24 +47,29 @@ func TestStarting(t *testing.T) {
 }
 
 // TestStartingAnswersARequestUnderWayAsItStops: a probe the start's
-// server took a moment before Stop is answered by it.
+// server took a moment before Stop (half of its request sent, or none
+// yet) is answered by it.
 func TestStartingAnswersARequestUnderWayAsItStops(t *testing.T) {
-	ln, s := serveStarting(t)
-	stopped := make(chan struct{})
-	answered := requestAcross(t, ln.Addr().String(), s.conns.busy, func() {
-		go func() { s.Stop(); close(stopped) }()
-	}, func() bool {
-		// Its Serve returned: it accepts nothing more.
-		select {
-		case <-s.done:
-			return true
-		default:
-			return false
-		}
-	})
-	<-stopped
-	if !strings.HasPrefix(answered, "HTTP/1.1 200") || !strings.Contains(answered, "starting: waiting for the API server") {
-		t.Errorf("the request under way as the start's server stopped: %q, want its answer", answered)
+	for _, before := range requestSplits {
+		t.Run(before.name, func(t *testing.T) {
+			ln, s := serveStarting(t)
+			stopped := make(chan struct{})
+			answered := requestAcross(t, ln.Addr().String(), s.conns, before.sent, func() {
+				go func() { s.Stop(); close(stopped) }()
+			}, func() bool {
+				// Its Serve returned: it accepts nothing more.
+				select {
+				case <-s.done:
+					return true
+				default:
+					return false
+				}
+			})
+			<-stopped
+			if !strings.HasPrefix(answered, "HTTP/1.1 200") || !strings.Contains(answered, "starting: waiting for the API server") {
+				t.Errorf("the request under way as the start's server stopped: %q, want its answer", answered)
+			}
+		})
 	}
 }
 
