@@ -128,25 +128,14 @@ func TestTakeoverCauses(t *testing.T) {
 		{"still heard", v3(200), 100 * time.Millisecond, CausePreemption},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newAdvertClock()
-			var got []Takeover
-			tk := newTakeovers(clock, func(x Takeover) { got = append(got, x) }, nil)
-			tk.replan(map[string]key{"X": {vrid: 11}}, map[string][]netip.Addr{"X": {netip.MustParseAddr("192.0.2.100")}}, map[string]int{"X": 100})
-			tk.restart(t0)
-			tk.note(t0, "X", "BACKUP")
+			clock, tk, told := backupSince(t0)
 			at := t0.Add(time.Second)
 			if tt.advert != nil {
 				clock.heard(tt.advert, peer, false, at.Add(-tt.since))
 			}
 			tk.note(at, "X", "MASTER")
-			if n, ok := tk.next(); !ok || !n.Equal(at.Add(announceWait)) {
-				t.Errorf("next %v, %v; want the announcement's deadline", n, ok)
-			}
-			tk.due(at.Add(announceWait - time.Millisecond))
-			if len(got) != 0 {
-				t.Fatalf("told before its deadline: %+v", got)
-			}
-			tk.due(at.Add(announceWait))
+			toldAt(t, tk, told, at.Add(announceWait))
+			got := *told
 			if len(got) != 1 || got[0].Cause != tt.want || !got[0].Announced.IsZero() {
 				t.Fatalf("told %+v, want one, %s, not announced", got, tt.want)
 			}
@@ -176,14 +165,7 @@ func TestTakeoverCauses(t *testing.T) {
 	tk.note(t0, "X", "MASTER")
 	tk.announced("X", t0.Add(-10*time.Millisecond))
 	tk.announced("X", t0.Add(10*time.Millisecond))
-	if n, ok := tk.next(); !ok || !n.Equal(t0.Add(clockSettle)) {
-		t.Errorf("next %v, %v; want clockSettle after the line", n, ok)
-	}
-	tk.due(t0.Add(clockSettle - time.Millisecond))
-	if len(got) != 0 {
-		t.Errorf("told %+v before the clock settled", got)
-	}
-	tk.due(t0.Add(clockSettle))
+	toldAt(t, tk, &got, t0.Add(clockSettle))
 	if len(got) != 1 || !got[0].Announced.Equal(t0.Add(-10*time.Millisecond)) {
 		t.Errorf("told %+v, want one announced 10 ms before keepalived's line", got)
 	}
@@ -214,6 +196,33 @@ func TestTakeoverCauses(t *testing.T) {
 	}
 }
 
+// backupSince is the takeovers of a keepalived started at t0 whose
+// instance X (router id 11, 192.0.2.100, priority 100) is BACKUP, with its
+// clock and what it told.
+func backupSince(t0 time.Time) (*advertClock, *takeovers, *[]Takeover) {
+	clock := newAdvertClock()
+	var got []Takeover
+	tk := newTakeovers(clock, func(x Takeover) { got = append(got, x) }, nil)
+	tk.replan(map[string]key{"X": {vrid: 11}}, map[string][]netip.Addr{"X": {netip.MustParseAddr("192.0.2.100")}}, map[string]int{"X": 100})
+	tk.restart(t0)
+	tk.note(t0, "X", "BACKUP")
+	return clock, tk, &got
+}
+
+// toldAt checks that the one pending takeover of tk is due at, and told
+// then, not a moment before (got is what tk told).
+func toldAt(t *testing.T, tk *takeovers, got *[]Takeover, at time.Time) {
+	t.Helper()
+	if n, ok := tk.next(); !ok || !n.Equal(at) {
+		t.Errorf("next %v, %v; want %v", n, ok, at)
+	}
+	tk.due(at.Add(-time.Millisecond))
+	if len(*got) != 0 {
+		t.Fatalf("told before it was due: %+v", *got)
+	}
+	tk.due(at)
+}
+
 // TestTakeoverGoodbyeReadLate: the old master's goodbye (priority 0)
 // arrived before keepalived's MASTER line but its reader, behind on a
 // loaded node, noted it after the loop read the line. The takeover is
@@ -236,18 +245,14 @@ func TestTakeoverGoodbyeReadLate(t *testing.T) {
 		{"from another node", other, -10 * time.Millisecond, CausePreemption, -110 * time.Millisecond},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newAdvertClock()
-			var got []Takeover
-			tk := newTakeovers(clock, func(x Takeover) { got = append(got, x) }, nil)
-			tk.replan(map[string]key{"X": {vrid: 11}}, map[string][]netip.Addr{"X": {netip.MustParseAddr("192.0.2.100")}}, map[string]int{"X": 100})
-			tk.restart(t0)
-			tk.note(t0, "X", "BACKUP")
+			clock, tk, told := backupSince(t0)
 			at := t0.Add(time.Second)
 			clock.heard(v3(200), old, false, at.Add(-110*time.Millisecond))
 			tk.note(at, "X", "MASTER")
 			tk.announced("X", at)
 			clock.heard(v3(0), tt.from, false, at.Add(tt.byeAt))
 			tk.due(at.Add(clockSettle))
+			got := *told
 			if len(got) != 1 {
 				t.Fatalf("told %+v, want one", got)
 			}
@@ -278,12 +283,7 @@ func TestTakeoverRacingBackup(t *testing.T) {
 		{"a master for a second", time.Second, CausePreemption, racer},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newAdvertClock()
-			var got []Takeover
-			tk := newTakeovers(clock, func(x Takeover) { got = append(got, x) }, nil)
-			tk.replan(map[string]key{"X": {vrid: 11}}, map[string][]netip.Addr{"X": {netip.MustParseAddr("192.0.2.100")}}, map[string]int{"X": 100})
-			tk.restart(t0)
-			tk.note(t0, "X", "BACKUP")
+			clock, tk, told := backupSince(t0)
 			at := t0.Add(5 * time.Second)
 			for d := 2 * time.Second; d >= 610*time.Millisecond; d -= 200 * time.Millisecond {
 				clock.heard(v3(200), dead, false, at.Add(-d-tt.racerFor))
@@ -293,6 +293,7 @@ func TestTakeoverRacingBackup(t *testing.T) {
 			}
 			tk.note(at, "X", "MASTER")
 			tk.due(at.Add(announceWait))
+			got := *told
 			if len(got) != 1 || got[0].Cause != tt.wantCause || got[0].From != tt.wantFrom {
 				t.Fatalf("told %+v, want one, %s from %s", got, tt.wantCause, tt.wantFrom)
 			}
